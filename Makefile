@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# User-facing targets of MRC for Linux. The module itself is described in
+# Kbuild; this file drives it and everything around it.
+#
+#   make            build mrc.ko against KDIR
+#   make setup      install the toolchain and build the test kernel (cached)
+#   make check      every test: host, style, lints, build, VM selftests
+#   make demo       boot the test kernel in a VM and show MRC at work
+#   make tools      build the userspace tools under tools/
+
+SHELL := /bin/bash
+TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+
+# The project's test kernel when it has been built, else the running kernel.
+KDIR ?= $(shell $(TOP)/scripts/kdir.sh debug)
+LLVM ?= -14
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+KMAKE = $(MAKE) -C $(KDIR) M=$(TOP) LLVM=$(LLVM)
+
+.PHONY: all modules clippy setup check demo tools test-host fmt fmt-check clean help
+
+all: modules
+
+modules:
+	$(KMAKE) modules
+
+# Lint the module with the kernel's clippy settings.
+clippy:
+	$(KMAKE) CLIPPY=1 modules
+
+setup:
+	$(TOP)/scripts/setup.sh debug
+
+tools:
+	cd $(TOP)/tools && cargo build --release
+
+test-host:
+	cd $(TOP)/tools && cargo test
+
+fmt:
+	rustfmt --edition 2021 $(TOP)/*.rs
+	cd $(TOP)/tools && cargo fmt --all
+
+fmt-check:
+	rustfmt --edition 2021 --check $(TOP)/*.rs
+	cd $(TOP)/tools && cargo fmt --all --check
+
+check:
+	$(TOP)/scripts/check.sh
+
+demo:
+	$(TOP)/scripts/demo.sh
+
+clean:
+	-[ -d "$(KDIR)" ] && $(KMAKE) clean
+	rm -f $(TOP)/mrc_bindings_generated.rs
+
+help:
+	@sed -n '3,11p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C side of mrc.ko: module parameters (C macros) and one-line wrappers
+ * around static inline kernel functions. Everything else is Rust.
+ */
+#ifndef _MRC_HELPERS_H
+#define _MRC_HELPERS_H
+
+#include <linux/types.h>
+
+struct net;
+struct sk_buff;
+struct sock;
+struct seq_file;
+
+int mrc_param_family(void);
+u16 mrc_param_port(void);
+
+void *mrc_net_generic(const struct net *net, unsigned int id);
+struct net *mrc_sock_net(const struct sock *sk);
+void *mrc_sk_user_data(const struct sock *sk);
+bool mrc_pskb_may_pull(struct sk_buff *skb, unsigned int len);
+void mrc_kfree_skb(struct sk_buff *skb);
+void mrc_sock_orphan(struct sock *sk);
+void mrc_sock_put(struct sock *sk);
+void mrc_sock_hold(struct sock *sk);
+struct net *mrc_seq_file_single_net(struct seq_file *seq);
+
+#endif /* _MRC_HELPERS_H */

@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Module parameters and one-line wrappers for static inline kernel
+ * functions, which Rust cannot call. No logic lives here.
+ */
+#include <linux/module.h>
+#include <linux/moduleparam.h>
+#include <linux/net.h>
+#include <linux/seq_file_net.h>
+#include <linux/skbuff.h>
+#include <net/net_namespace.h>
+#include <net/netns/generic.h>
+#include <net/sock.h>
+
+#include "include/uapi/linux/mrc.h"
+#include "include/mrc_helpers.h"
+
+static int family = MRC_DEFAULT_FAMILY;
+module_param(family, int, 0444);
+MODULE_PARM_DESC(family, "Address family number of AF_MRC (default 23, the retired IrDA slot)");
+
+static ushort port = MRC_DEFAULT_UDP_PORT;
+module_param(port, ushort, 0444);
+MODULE_PARM_DESC(port, "UDP port of the per-namespace MRC tunnel socket (default 4796)");
+
+/* socket(AF_MRC, ...) loads the module on demand. */
+MODULE_ALIAS_NETPROTO(MRC_DEFAULT_FAMILY);
+
+int mrc_param_family(void) { return family; }
+u16 mrc_param_port(void) { return port; }
+
+void *mrc_net_generic(const struct net *net, unsigned int id) { return net_generic(net, id); }
+struct net *mrc_sock_net(const struct sock *sk) { return sock_net(sk); }
+void *mrc_sk_user_data(const struct sock *sk) { return rcu_dereference_sk_user_data(sk); }
+bool mrc_pskb_may_pull(struct sk_buff *skb, unsigned int len) { return pskb_may_pull(skb, len); }
+void mrc_kfree_skb(struct sk_buff *skb) { kfree_skb(skb); }
+void mrc_sock_orphan(struct sock *sk) { sock_orphan(sk); }
+void mrc_sock_put(struct sock *sk) { sock_put(sk); }
+void mrc_sock_hold(struct sock *sk) { sock_hold(sk); }
+struct net *mrc_seq_file_single_net(struct seq_file *seq) { return seq_file_single_net(seq); }

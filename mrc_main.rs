@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MRC (Multi-path Reliable Connectivity): a reliable, message-oriented
+//! transport that sprays each connection over many network paths.
+//!
+//! Registration order, reversed on unload (field order of [`MrcModule`]):
+//! 1. the protocol (`struct proto`, the slab of MRC sockets);
+//! 2. the pernet subsystem: per namespace a UDP tunnel socket, counters and
+//!    `/proc/net/mrc`;
+//! 3. the socket family `AF_MRC`: only now can applications create sockets.
+
+use kernel::{c_str, prelude::*};
+
+// The sans-IO core is public: the same files form the host crate
+// `tools/mrc-core`, where they are tested.
+pub mod mrc_cc;
+pub mod mrc_path;
+pub mod mrc_proto;
+
+mod mrc_net;
+mod mrc_sock;
+mod mrc_sys;
+
+use mrc_sys::{FamilyRegistration, PernetRegistration, ProtoRegistration};
+
+module! {
+    type: MrcModule,
+    name: "mrc",
+    author: "MRC for Linux contributors",
+    description: "Multi-path Reliable Connectivity transport (AF_MRC)",
+    license: "GPL",
+}
+
+struct MrcModule {
+    // Dropped in declaration order: the reverse of registration.
+    _family: FamilyRegistration,
+    _pernet: PernetRegistration<mrc_net::MrcNet>,
+    _proto: ProtoRegistration,
+}
+
+impl kernel::Module for MrcModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let family = mrc_sys::param_family();
+        let proto = ProtoRegistration::register::<mrc_sock::MrcSock>(module, c_str!("MRC"))?;
+        let pernet = PernetRegistration::register()?;
+        let fam = FamilyRegistration::register::<mrc_sock::MrcSock>(module, family).inspect_err(|e| {
+            pr_err!("cannot register socket family {}: {:?}\n", family, e);
+        })?;
+        pr_info!("family {}, UDP port {}\n", family, mrc_sys::param_port());
+        Ok(Self {
+            _family: fam,
+            _pernet: pernet,
+            _proto: proto,
+        })
+    }
+}

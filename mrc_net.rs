@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-namespace state: the UDP tunnel sockets, counters and `/proc/net/mrc`.
+//!
+//! Teardown order (`stop`), run by the pernet core when a namespace goes
+//! away or the module unloads:
+//! 1. remove `/proc/net/mrc`, which waits for running readers;
+//! 2. release the tunnel sockets; each release clears the socket's user data
+//!    and waits for an RCU grace period, so no `encap_rcv` still uses `self`;
+//! 3. the pernet core then drops `self`.
+
+use core::{
+    cell::UnsafeCell,
+    fmt::Write,
+    sync::atomic::{AtomicU64, Ordering},
+};
+use kernel::{c_str, prelude::*};
+
+use crate::mrc_proto::DecodeError;
+use crate::mrc_sys::{self, EncapHandler, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, UdpTunnel};
+
+/// Bytes of the UDP header in front of every MRC packet.
+const UDP_HLEN: usize = 8;
+
+/// Why a received datagram was dropped, beyond the decoder's own reasons.
+#[derive(Clone, Copy)]
+enum RxDrop {
+    /// The datagram failed to decode.
+    Decode(DecodeError),
+    /// A well-formed packet for a session id that has no connection.
+    NoSession,
+    /// The packet could not be made linear (memory pressure).
+    NoMemory,
+}
+
+/// Receive counters of one namespace.
+struct Stats {
+    rx_packets: AtomicU64,
+    rx_bytes: AtomicU64,
+    drop_decode: [AtomicU64; DecodeError::COUNT],
+    drop_no_session: AtomicU64,
+    drop_no_memory: AtomicU64,
+}
+
+impl Stats {
+    fn new() -> Self {
+        Self {
+            rx_packets: AtomicU64::new(0),
+            rx_bytes: AtomicU64::new(0),
+            drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
+            drop_no_session: AtomicU64::new(0),
+            drop_no_memory: AtomicU64::new(0),
+        }
+    }
+
+    fn count_drop(&self, why: RxDrop) {
+        let counter = match why {
+            RxDrop::Decode(e) => self.drop_decode.get(e.index()),
+            RxDrop::NoSession => Some(&self.drop_no_session),
+            RxDrop::NoMemory => Some(&self.drop_no_memory),
+        };
+        if let Some(c) = counter {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// MRC's state in one network namespace.
+pub(crate) struct MrcNet {
+    stats: Stats,
+    /// Written only by `start`/`stop`, which the pernet core serialises.
+    tunnels: UnsafeCell<[Option<UdpTunnel>; 2]>,
+    /// Written only by `start`/`stop`, as above.
+    proc_file: UnsafeCell<Option<ProcEntry>>,
+}
+
+// SAFETY: `tunnels` and `proc_file` are only accessed by `start` and `stop`,
+// which never run concurrently for one namespace; `stats` is atomics.
+unsafe impl Sync for MrcNet {}
+
+impl PernetState for MrcNet {
+    fn new() -> Self {
+        Self {
+            stats: Stats::new(),
+            tunnels: UnsafeCell::new([None, None]),
+            proc_file: UnsafeCell::new(None),
+        }
+    }
+
+    fn start(&self, net: &Net) -> Result {
+        let port = mrc_sys::param_port();
+        // SAFETY: only `start`/`stop` touch these cells and they are
+        // serialised by the pernet core.
+        let (tunnels, proc_file) = unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
+        *proc_file = Some(ProcEntry::new::<Self>(net, c_str!("mrc"))?);
+        for (slot, family) in tunnels.iter_mut().zip([IpFamily::V4, IpFamily::V6]) {
+            // SAFETY: `self` lives in the pernet area until after `stop`, which
+            // drops the tunnel first.
+            match unsafe { UdpTunnel::new(net, family, port, self) } {
+                Ok(t) => *slot = Some(t),
+                Err(e) if family == IpFamily::V6 && e == mrc_sys::err::address_family_not_supported() => {
+                    pr_info!("IPv6 unavailable, MRC tunnel is IPv4 only\n");
+                }
+                Err(e) => {
+                    pr_err!("cannot open UDP port {} ({:?}): {:?}\n", port, family, e);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn stop(&self, _net: &Net) {
+        // SAFETY: as in `start`.
+        let (tunnels, proc_file) = unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
+        *proc_file = None;
+        for t in tunnels.iter_mut() {
+            *t = None;
+        }
+    }
+}
+
+impl EncapHandler for MrcNet {
+    fn receive(&self, mut skb: SkBuff) {
+        let len = skb.len();
+        self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
+        self.stats
+            .rx_bytes
+            .fetch_add(u64::from(len).saturating_sub(UDP_HLEN as u64), Ordering::Relaxed);
+        if !skb.pull(len) {
+            self.stats.count_drop(RxDrop::NoMemory);
+            return;
+        }
+        let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+        let why = match crate::mrc_proto::decode(payload) {
+            Err(e) => RxDrop::Decode(e),
+            Ok(_) => RxDrop::NoSession,
+        };
+        self.stats.count_drop(why);
+        // `skb` is freed as a drop here.
+    }
+}
+
+impl ProcShow for MrcNet {
+    fn show(&self, out: &mut SeqFile) -> core::fmt::Result {
+        let s = &self.stats;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        writeln!(out, "rx_packets {}", get(&s.rx_packets))?;
+        writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
+        for (e, c) in DecodeError::ALL.iter().zip(s.drop_decode.iter()) {
+            writeln!(out, "drop_{} {}", e.name(), get(c))?;
+        }
+        writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
+        writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))
+    }
+}

@@ -1,0 +1,611 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's only door to C.
+//!
+//! This file holds the bindings that Kbuild generates from
+//! `include/mrc_bindings.h` and small safe wrappers around them, in the style
+//! of `rust/kernel/net/phy.rs`. The rest of the module calls these wrappers
+//! and never names `bindings::` itself.
+
+use core::{
+    cell::UnsafeCell,
+    ffi::c_void,
+    marker::PhantomData,
+    mem::{size_of, MaybeUninit},
+    ptr::{self, NonNull},
+};
+use kernel::{
+    error::{from_result, to_result, Error},
+    ffi::{c_int, c_uint},
+    prelude::*,
+    str::CStr,
+    types::Opaque,
+    ThisModule,
+};
+
+#[allow(
+    clippy::all,
+    dead_code,
+    improper_ctypes,
+    missing_docs,
+    non_camel_case_types,
+    non_snake_case,
+    non_upper_case_globals,
+    unreachable_pub,
+    unsafe_op_in_unsafe_fn
+)]
+mod bindings {
+    pub type __kernel_size_t = usize;
+    pub type __kernel_ssize_t = isize;
+    pub type __kernel_ptrdiff_t = isize;
+    include!("mrc_bindings_generated.rs");
+}
+
+/// Returns `-errno` of a C constant as a kernel [`Error`].
+fn errno(e: u32) -> Error {
+    // `e` is one of the small positive errno constants; the cast cannot wrap.
+    Error::from_errno(-(e as c_int))
+}
+
+/// Errors the module returns that `kernel::error::code` does not name.
+pub(crate) mod err {
+    use super::{bindings, errno, Error};
+
+    /// The socket type is not supported by this family.
+    pub(crate) fn socket_type_not_supported() -> Error {
+        errno(bindings::ESOCKTNOSUPPORT)
+    }
+    /// The protocol is not supported by this family.
+    pub(crate) fn protocol_not_supported() -> Error {
+        errno(bindings::EPROTONOSUPPORT)
+    }
+    /// The address family is not available (e.g. IPv6 disabled).
+    pub(crate) fn address_family_not_supported() -> Error {
+        errno(bindings::EAFNOSUPPORT)
+    }
+}
+
+/// `SOCK_SEQPACKET`, the only socket type MRC provides.
+pub(crate) const SOCK_SEQPACKET: i32 = bindings::sock_type_SOCK_SEQPACKET as i32;
+
+/// Address family of the per-namespace UDP tunnel socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IpFamily {
+    /// IPv4.
+    V4,
+    /// IPv6 (bound with `IPV6_V6ONLY`, so it does not shadow the IPv4 socket).
+    V6,
+}
+
+/// The value of the module parameter `family`: the number of `AF_MRC`.
+pub(crate) fn param_family() -> i32 {
+    // SAFETY: reads an `int` module parameter; no preconditions.
+    unsafe { bindings::mrc_param_family() }
+}
+
+/// The value of the module parameter `port`: the UDP port of the tunnel.
+pub(crate) fn param_port() -> u16 {
+    // SAFETY: reads a `ushort` module parameter; no preconditions.
+    unsafe { bindings::mrc_param_port() }
+}
+
+/// A C object at a fixed address that C reads after registration.
+///
+/// # Invariants
+///
+/// The contents are written only by module init before the object is
+/// registered with C, and only read (by C) from then until unregistration.
+struct StaticCell<T>(UnsafeCell<MaybeUninit<T>>);
+
+// SAFETY: per the type invariant, writes happen in module init only, before
+// C or any other thread can see the object.
+unsafe impl<T> Sync for StaticCell<T> {}
+
+impl<T> StaticCell<T> {
+    const fn zeroed() -> Self {
+        Self(UnsafeCell::new(MaybeUninit::zeroed()))
+    }
+
+    fn as_ptr(&self) -> *mut T {
+        self.0.get().cast()
+    }
+}
+
+/// A network namespace.
+///
+/// # Invariants
+///
+/// The wrapped `struct net` is alive for as long as a reference to it exists.
+#[repr(transparent)]
+pub(crate) struct Net(Opaque<bindings::net>);
+
+impl Net {
+    /// Wraps a raw `struct net`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must point to a live `struct net` that stays alive for `'a`.
+    unsafe fn from_raw<'a>(ptr: *mut bindings::net) -> &'a Self {
+        // CAST: `Self` is `repr(transparent)` over `bindings::net`.
+        // SAFETY: the caller guarantees `ptr` is valid for `'a`.
+        unsafe { &*ptr.cast() }
+    }
+
+    fn as_ptr(&self) -> *mut bindings::net {
+        self.0.get()
+    }
+}
+
+// --- Per-namespace state ----------------------------------------------------
+
+/// State that exists once per network namespace, stored by the pernet core.
+pub(crate) trait PernetState: Sized + Sync {
+    /// Builds the state; it is then moved to its final place.
+    fn new() -> Self;
+    /// Brings the state up once it sits at its final address.
+    fn start(&self, net: &Net) -> Result;
+    /// Tears down what `start` set up; called before the state is dropped.
+    fn stop(&self, net: &Net);
+}
+
+static NET_ID: StaticCell<c_uint> = StaticCell::zeroed();
+static PERNET_OPS: StaticCell<bindings::pernet_operations> = StaticCell::zeroed();
+
+/// Returns the state of type `T` registered for `net`.
+///
+/// # Safety
+///
+/// A [`PernetRegistration<T>`] must be registered and `net` must be alive.
+unsafe fn pernet_state<'a, T: PernetState>(net: *const bindings::net) -> &'a T {
+    // SAFETY: the registration made the pernet core allocate `size_of::<T>()`
+    // bytes for id `NET_ID` in every namespace and `pernet_init` wrote a `T`.
+    unsafe { &*bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>() }
+}
+
+unsafe extern "C" fn pernet_init<T: PernetState>(net: *mut bindings::net) -> c_int {
+    // SAFETY: the pernet core calls us with a live namespace that outlives
+    // the state, and with our id's zeroed area of `size_of::<T>()` bytes.
+    let (net, slot) = unsafe {
+        (
+            Net::from_raw(net),
+            bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>(),
+        )
+    };
+    // SAFETY: `slot` is valid, aligned (`net_generic` areas are kmalloc'ed)
+    // and not yet initialised.
+    unsafe { slot.write(T::new()) };
+    // SAFETY: just initialised above; nothing else refers to it yet.
+    let state = unsafe { &*slot };
+    match state.start(net) {
+        Ok(()) => 0,
+        Err(e) => {
+            state.stop(net);
+            // SAFETY: `slot` holds a `T` that nothing uses any more.
+            unsafe { ptr::drop_in_place(slot) };
+            e.to_errno()
+        }
+    }
+}
+
+unsafe extern "C" fn pernet_exit<T: PernetState>(net: *mut bindings::net) {
+    // SAFETY: called once per namespace after a successful `pernet_init`.
+    let slot = unsafe { bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>() };
+    // SAFETY: the namespace is alive during its exit callback.
+    let netr = unsafe { Net::from_raw(net) };
+    // SAFETY: `slot` holds the `T` written by `pernet_init`.
+    unsafe { (*slot).stop(netr) };
+    // SAFETY: `stop` has released every user of the state (sockets, proc
+    // entries) and waited for their RCU readers; nothing refers to it now.
+    unsafe { ptr::drop_in_place(slot) };
+}
+
+/// Registration of the pernet subsystem holding a `T` per namespace.
+pub(crate) struct PernetRegistration<T: PernetState>(PhantomData<T>);
+
+impl<T: PernetState> PernetRegistration<T> {
+    /// Registers the subsystem: `T` is created in every existing namespace now
+    /// and in every new one later.
+    pub(crate) fn register() -> Result<Self> {
+        // SAFETY: module init runs once and `PERNET_OPS` is not registered yet,
+        // so nothing else reads it (type invariant of `StaticCell`).
+        unsafe {
+            let ops = &mut *PERNET_OPS.as_ptr();
+            ops.init = Some(pernet_init::<T>);
+            ops.exit = Some(pernet_exit::<T>);
+            ops.id = NET_ID.as_ptr();
+            ops.size = size_of::<T>();
+        }
+        // SAFETY: `PERNET_OPS` is fully set up and lives forever.
+        to_result(unsafe { bindings::register_pernet_subsys(PERNET_OPS.as_ptr()) })?;
+        Ok(Self(PhantomData))
+    }
+}
+
+impl<T: PernetState> Drop for PernetRegistration<T> {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; runs `pernet_exit` in every
+        // namespace before it returns.
+        unsafe { bindings::unregister_pernet_subsys(PERNET_OPS.as_ptr()) };
+    }
+}
+
+// --- Socket buffers -------------------------------------------------------------
+
+/// An owned `sk_buff`; dropping it frees the packet as a drop.
+///
+/// # Invariants
+///
+/// `0` is a valid `sk_buff` owned by this object.
+pub(crate) struct SkBuff(NonNull<bindings::sk_buff>);
+
+impl SkBuff {
+    /// Number of bytes in the packet from `data` on.
+    pub(crate) fn len(&self) -> u32 {
+        // SAFETY: valid per the type invariant.
+        unsafe { (*self.0.as_ptr()).len }
+    }
+
+    /// Makes the first `len` bytes linear; `false` if the packet is shorter or
+    /// memory is short.
+    pub(crate) fn pull(&mut self, len: u32) -> bool {
+        // SAFETY: valid per the type invariant; may reallocate the head, which
+        // is why `linear()` borrows `self`.
+        unsafe { bindings::mrc_pskb_may_pull(self.0.as_ptr(), len) }
+    }
+
+    /// The linear part of the packet, starting at `data`.
+    pub(crate) fn linear(&self) -> &[u8] {
+        let skb = self.0.as_ptr();
+        // SAFETY: valid per the type invariant; `len - data_len` bytes from
+        // `data` are the linear area, which does not change while `self` is
+        // borrowed (only `pull` may move it).
+        unsafe {
+            let headlen = (*skb).len.saturating_sub((*skb).data_len) as usize;
+            core::slice::from_raw_parts((*skb).data, headlen)
+        }
+    }
+
+    /// Frees the packet as successfully consumed.
+    pub(crate) fn consume(self) {
+        let skb = self.0.as_ptr();
+        core::mem::forget(self);
+        // SAFETY: we owned `skb` and give it up here.
+        unsafe { bindings::consume_skb(skb) };
+    }
+}
+
+impl Drop for SkBuff {
+    fn drop(&mut self) {
+        // SAFETY: we own the packet (type invariant).
+        unsafe { bindings::mrc_kfree_skb(self.0.as_ptr()) };
+    }
+}
+
+// --- UDP tunnel socket ------------------------------------------------------------
+
+/// Receiver of the datagrams of a [`UdpTunnel`], called in softirq context.
+pub(crate) trait EncapHandler: Sync {
+    /// Takes one datagram whose `data` points at the UDP header.
+    fn receive(&self, skb: SkBuff);
+}
+
+unsafe extern "C" fn encap_rcv<H: EncapHandler>(
+    sk: *mut bindings::sock,
+    skb: *mut bindings::sk_buff,
+) -> c_int {
+    // SAFETY: the UDP layer hands us ownership of a valid skb.
+    let skb = SkBuff(unsafe { NonNull::new_unchecked(skb) });
+    // SAFETY: `sk` is our tunnel socket and we run under the RCU read lock
+    // that UDP receive holds.
+    let handler = unsafe { bindings::mrc_sk_user_data(sk) }.cast::<H>();
+    if handler.is_null() {
+        // The tunnel is being released; `skb` is freed as a drop.
+        return 0;
+    }
+    // SAFETY: user data is cleared and an RCU grace period waited for before
+    // the handler goes away (`UdpTunnel::drop`), so it is alive here.
+    unsafe { (*handler).receive(skb) };
+    0
+}
+
+/// A kernel UDP socket in encapsulation mode (`udp_tunnel`).
+///
+/// # Invariants
+///
+/// `0` is a socket created by `udp_sock_create*` and owned by this object.
+pub(crate) struct UdpTunnel(NonNull<bindings::socket>);
+
+// SAFETY: the socket is only released in `drop`; the kernel synchronises the
+// rest of its use.
+unsafe impl Send for UdpTunnel {}
+// SAFETY: no `&self` method touches the socket.
+unsafe impl Sync for UdpTunnel {}
+
+impl UdpTunnel {
+    /// Opens the tunnel socket of `net` on `port` for `family`.
+    ///
+    /// # Safety
+    ///
+    /// `handler` must stay valid until the returned tunnel is dropped.
+    pub(crate) unsafe fn new<H: EncapHandler>(
+        net: &Net,
+        family: IpFamily,
+        port: u16,
+        handler: *const H,
+    ) -> Result<Self> {
+        // SAFETY: all-zero is a valid `udp_port_cfg` (addresses "any").
+        let mut cfg: bindings::udp_port_cfg = unsafe { MaybeUninit::zeroed().assume_init() };
+        cfg.local_udp_port = port.to_be();
+        let mut sock: *mut bindings::socket = ptr::null_mut();
+        let ret = match family {
+            IpFamily::V4 => {
+                cfg.family = bindings::AF_INET as u8;
+                // SAFETY: `net` is alive; `cfg` and `sock` are valid for writes.
+                unsafe { bindings::udp_sock_create4(net.as_ptr(), &mut cfg, &mut sock) }
+            }
+            IpFamily::V6 => {
+                cfg.family = bindings::AF_INET6 as u8;
+                cfg.set_ipv6_v6only(1);
+                cfg.set_use_udp6_rx_checksums(1);
+                cfg.set_use_udp6_tx_checksums(1);
+                // SAFETY: as above.
+                unsafe { bindings::udp_sock_create6(net.as_ptr(), &mut cfg, &mut sock) }
+            }
+        };
+        to_result(ret)?;
+        let sock = NonNull::new(sock).ok_or(EINVAL)?;
+        // SAFETY: all-zero is a valid `udp_tunnel_sock_cfg` (no callbacks).
+        let mut tcfg: bindings::udp_tunnel_sock_cfg =
+            unsafe { MaybeUninit::zeroed().assume_init() };
+        tcfg.sk_user_data = handler.cast_mut().cast::<c_void>();
+        tcfg.encap_type = 1;
+        tcfg.encap_rcv = Some(encap_rcv::<H>);
+        // SAFETY: `sock` is a fresh UDP socket of `net`; `tcfg` is valid and
+        // the caller keeps `handler` alive for the life of the tunnel.
+        unsafe { bindings::setup_udp_tunnel_sock(net.as_ptr(), sock.as_ptr(), &mut tcfg) };
+        Ok(Self(sock))
+    }
+}
+
+impl Drop for UdpTunnel {
+    fn drop(&mut self) {
+        // SAFETY: we own the socket. `udp_tunnel_sock_release` clears the user
+        // data and waits for an RCU grace period before it releases the
+        // socket, so no `encap_rcv` can use the handler afterwards.
+        unsafe { bindings::udp_tunnel_sock_release(self.0.as_ptr()) };
+    }
+}
+
+// --- /proc/net files ------------------------------------------------------------
+
+/// Writer for a `seq_file`, used by [`ProcShow::show`].
+pub(crate) struct SeqFile(NonNull<bindings::seq_file>);
+
+impl core::fmt::Write for SeqFile {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        // SAFETY: `self.0` is the seq_file of a running `show` callback.
+        unsafe { bindings::seq_write(self.0.as_ptr(), s.as_ptr().cast(), s.len()) };
+        Ok(())
+    }
+}
+
+/// Contents of a per-namespace `/proc/net` file.
+pub(crate) trait ProcShow: PernetState {
+    /// Writes the file's text for this namespace's state.
+    fn show(&self, out: &mut SeqFile) -> core::fmt::Result;
+}
+
+unsafe extern "C" fn proc_show<T: ProcShow>(seq: *mut bindings::seq_file, _v: *mut c_void) -> c_int {
+    // SAFETY: `seq` belongs to a file created by `ProcEntry::new` in a
+    // namespace whose pernet state is alive while the file exists.
+    let state: &T = unsafe { pernet_state(bindings::mrc_seq_file_single_net(seq)) };
+    // SAFETY: `seq` is valid for the duration of this callback.
+    let mut out = SeqFile(unsafe { NonNull::new_unchecked(seq) });
+    match state.show(&mut out) {
+        Ok(()) => 0,
+        Err(_) => EINVAL.to_errno(),
+    }
+}
+
+/// A file under `/proc/net/` of one namespace.
+///
+/// # Invariants
+///
+/// The entry named `name` exists under `net->proc_net` while this object lives.
+pub(crate) struct ProcEntry {
+    name: &'static CStr,
+    net: NonNull<bindings::net>,
+}
+
+// SAFETY: the entry is removed by name from any context that may sleep.
+unsafe impl Send for ProcEntry {}
+// SAFETY: no `&self` method exists.
+unsafe impl Sync for ProcEntry {}
+
+impl ProcEntry {
+    /// Creates `/proc/net/<name>` in `net`, showing `T`'s text.
+    ///
+    /// The entry must be dropped in `T::stop`, before `T` itself.
+    pub(crate) fn new<T: ProcShow>(net: &Net, name: &'static CStr) -> Result<Self> {
+        // SAFETY: `net` is alive; the name is a static C string; the show
+        // callback only reads pernet state that outlives the entry.
+        let pde = unsafe {
+            bindings::proc_create_net_single(
+                name.as_char_ptr().cast(),
+                0o444,
+                (*net.as_ptr()).proc_net,
+                Some(proc_show::<T>),
+                ptr::null_mut(),
+            )
+        };
+        if pde.is_null() {
+            return Err(ENOMEM);
+        }
+        Ok(Self {
+            name,
+            net: NonNull::new(net.as_ptr()).ok_or(EINVAL)?,
+        })
+    }
+}
+
+impl Drop for ProcEntry {
+    fn drop(&mut self) {
+        // SAFETY: the entry exists (type invariant); `remove_proc_entry` waits
+        // for running readers before it returns.
+        unsafe {
+            bindings::remove_proc_entry(
+                self.name.as_char_ptr().cast(),
+                (*self.net.as_ptr()).proc_net,
+            )
+        };
+    }
+}
+
+// --- Socket family and protocol -----------------------------------------------
+
+/// Per-socket state of a protocol, stored right after `struct sock`.
+pub(crate) trait SockState: Sized + Send {
+    /// Checks `socket(family, sock_type, protocol)` and builds the state.
+    fn create(sock_type: i32, protocol: i32) -> Result<Self>;
+}
+
+/// `struct sock` followed by the protocol's own state.
+#[repr(C)]
+struct SockWith<T> {
+    sk: Opaque<bindings::sock>,
+    state: T,
+}
+
+static PROTO: StaticCell<bindings::proto> = StaticCell::zeroed();
+static PROTO_OPS: StaticCell<bindings::proto_ops> = StaticCell::zeroed();
+static FAMILY_OPS: StaticCell<bindings::net_proto_family> = StaticCell::zeroed();
+
+unsafe extern "C" fn sk_destruct<T: SockState>(sk: *mut bindings::sock) {
+    // CAST: every sock of `PROTO` is a `SockWith<T>` (`obj_size`).
+    let this = sk.cast::<SockWith<T>>();
+    // SAFETY: the last reference is gone; `create` initialised `state`.
+    unsafe { ptr::drop_in_place(ptr::addr_of_mut!((*this).state)) };
+}
+
+unsafe extern "C" fn family_create<T: SockState>(
+    net: *mut bindings::net,
+    sock: *mut bindings::socket,
+    protocol: c_int,
+    kern: c_int,
+) -> c_int {
+    from_result(|| {
+        // SAFETY: `__sock_create` passes a fresh, valid `socket`.
+        let sock_type = i32::from(unsafe { (*sock).type_ });
+        let state = T::create(sock_type, protocol)?;
+        // SAFETY: `net` is the caller's live namespace; `PROTO` is registered.
+        let sk = unsafe {
+            bindings::sk_alloc(
+                net,
+                param_family() as _,
+                kernel::bindings::GFP_KERNEL,
+                PROTO.as_ptr(),
+                kern,
+            )
+        };
+        if sk.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `sock` and the new `sk` are valid; `PROTO_OPS` is set up.
+        unsafe {
+            (*sock).state = bindings::socket_state_SS_UNCONNECTED;
+            (*sock).ops = PROTO_OPS.as_ptr();
+            bindings::sock_init_data(sock, sk);
+            let this = sk.cast::<SockWith<T>>();
+            ptr::addr_of_mut!((*this).state).write(state);
+            (*sk).sk_destruct = Some(sk_destruct::<T>);
+        }
+        Ok(0)
+    })
+}
+
+unsafe extern "C" fn sock_release(sock: *mut bindings::socket) -> c_int {
+    // SAFETY: the socket layer calls release once, on a valid socket.
+    unsafe {
+        let sk = (*sock).sk;
+        if sk.is_null() {
+            return 0;
+        }
+        bindings::mrc_sock_orphan(sk);
+        (*sock).sk = ptr::null_mut();
+        bindings::mrc_sock_put(sk);
+    }
+    0
+}
+
+/// Registration of the protocol (`struct proto`, its slab of sockets).
+pub(crate) struct ProtoRegistration;
+
+impl ProtoRegistration {
+    /// Registers the protocol named `name` whose sockets carry a `T`.
+    pub(crate) fn register<T: SockState>(module: &'static ThisModule, name: &CStr) -> Result<Self> {
+        // SAFETY: module init runs once and `PROTO` is not registered yet.
+        let proto = unsafe { &mut *PROTO.as_ptr() };
+        for (dst, src) in proto.name.iter_mut().zip(name.as_bytes()) {
+            *dst = *src as _;
+        }
+        proto.owner = module.as_ptr().cast();
+        proto.obj_size = size_of::<SockWith<T>>() as c_uint;
+        // SAFETY: `PROTO` is set up and lives forever.
+        to_result(unsafe { bindings::proto_register(PROTO.as_ptr(), 1) })?;
+        Ok(Self)
+    }
+}
+
+impl Drop for ProtoRegistration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; no socket is left (the module
+        // cannot unload while one holds its reference).
+        unsafe { bindings::proto_unregister(PROTO.as_ptr()) };
+    }
+}
+
+/// Registration of the socket family: from here on `socket()` can create
+/// sockets of the protocol.
+pub(crate) struct FamilyRegistration;
+
+impl FamilyRegistration {
+    /// Registers `family` with sockets carrying a `T`; `ProtoRegistration`
+    /// must be registered for the same `T`.
+    pub(crate) fn register<T: SockState>(module: &'static ThisModule, family: i32) -> Result<Self> {
+        let owner = module.as_ptr().cast();
+        // SAFETY: module init runs once; neither table is registered yet.
+        unsafe {
+            let ops = &mut *PROTO_OPS.as_ptr();
+            ops.family = family;
+            ops.owner = owner;
+            ops.release = Some(sock_release);
+            ops.bind = Some(bindings::sock_no_bind);
+            ops.connect = Some(bindings::sock_no_connect);
+            ops.socketpair = Some(bindings::sock_no_socketpair);
+            ops.accept = Some(bindings::sock_no_accept);
+            ops.getname = Some(bindings::sock_no_getname);
+            ops.ioctl = Some(bindings::sock_no_ioctl);
+            ops.listen = Some(bindings::sock_no_listen);
+            ops.shutdown = Some(bindings::sock_no_shutdown);
+            ops.sendmsg = Some(bindings::sock_no_sendmsg);
+            ops.recvmsg = Some(bindings::sock_no_recvmsg);
+            ops.mmap = Some(bindings::sock_no_mmap);
+
+            let fam = &mut *FAMILY_OPS.as_ptr();
+            fam.family = family;
+            fam.create = Some(family_create::<T>);
+            fam.owner = owner;
+        }
+        // SAFETY: `FAMILY_OPS` is set up and lives forever.
+        to_result(unsafe { bindings::sock_register(FAMILY_OPS.as_ptr()) })?;
+        Ok(Self)
+    }
+}
+
+impl Drop for FamilyRegistration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; `sock_unregister` waits for
+        // concurrent `create` calls to finish.
+        unsafe { bindings::sock_unregister((*FAMILY_OPS.as_ptr()).family) };
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs a command as root inside a QEMU VM booted on the project's test
+# kernel (virtme-ng, host root file system shared read-only, TCG since KVM
+# is not usable here). Output and exit code are the command's.
+#
+# Usage: scripts/vm.sh [--flavor debug|release] COMMAND...
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+
+flavor=debug
+if [ "${1:-}" = --flavor ]; then
+	flavor=$2
+	shift 2
+fi
+kdir=$(kernel_build_dir "$flavor")
+[ -f "$kdir/.mrc-built" ] || { echo "test kernel not built: run make setup" >&2; exit 1; }
+
+append="root=/dev/root panic_on_warn=1 oops=panic"
+[ "$flavor" = debug ] && append+=" kmemleak=on"
+exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory 2G \
+	--append "$append" --exec "$*"

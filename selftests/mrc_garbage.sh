@@ -1,0 +1,49 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Malformed datagrams at the MRC port, over IPv4 and IPv6 through a veth
+# pair: each is counted under its exact reason and dropped.
+#
+#   ns a                         ns b
+#   veth-a 10.77.0.1/24  <--->   veth-b 10.77.0.2/24
+#          fd77::1/64                   fd77::2/64
+
+. "$(dirname "$0")/mrc_lib.sh"
+mrc_require_root
+mrc_unload
+mrc_load
+
+port=$MRC_PORT_DEFAULT
+mrc_netns_add a
+mrc_netns_add b
+ip link add veth-a netns "$a" type veth peer name veth-b netns "$b"
+ip -n "$a" addr add 10.77.0.1/24 dev veth-a
+ip -n "$b" addr add 10.77.0.2/24 dev veth-b
+ip -n "$a" addr add fd77::1/64 dev veth-a nodad
+ip -n "$b" addr add fd77::2/64 dev veth-b nodad
+ip -n "$a" link set veth-a up
+ip -n "$b" link set veth-b up
+
+classes="short bad_magic bad_version length_mismatch bad_checksum unknown_type bad_flags bad_body"
+count=200
+total=0
+for dst in 10.77.0.2 fd77::2; do
+	out=$(ip netns exec "$a" $MRC_UTIL garbage "$dst" "$port" "$count")
+	set -- $out
+	total=$((total + $2))
+done
+# Well-formed packets for a session nobody has are dropped too.
+nclasses=$(($(echo $classes | wc -w) + 1))
+mrc_check "datagrams sent" $((2 * count * nclasses)) "$total"
+
+mrc_wait_for 5 bash -c "[ \"\$(ip netns exec $b awk '\$1 == \"rx_packets\" { print \$2 }' /proc/net/mrc)\" = $total ]"
+mrc_check "rx_packets in b" "$total" "$(mrc_stat "$b" rx_packets)"
+for c in $classes no_session; do
+	mrc_check "drop_$c" $((2 * count)) "$(mrc_stat "$b" "drop_$c")"
+done
+mrc_check "drop_no_memory" 0 "$(mrc_stat "$b" drop_no_memory)"
+mrc_check "nothing counted in the sender's namespace" 0 "$(mrc_stat "$a" rx_packets)"
+
+mrc_cleanup
+mrc_run "rmmod after the flood" rmmod mrc
+mrc_exit

@@ -1,0 +1,93 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared helpers of the MRC selftests: kselftest exit codes, result
+# printers, namespace helpers and the module under test.
+
+KSFT_PASS=0
+KSFT_FAIL=1
+KSFT_SKIP=4
+
+MRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+MRC_KO=${MRC_KO:-$MRC_DIR/mrc.ko}
+MRC_PY=${MRC_PY:-/usr/bin/python3}
+MRC_UTIL="$MRC_PY $MRC_DIR/selftests/mrc_util.py"
+MRC_PORT_DEFAULT=4796
+
+mrc_ret=$KSFT_PASS
+mrc_nr_ok=0
+mrc_nr_fail=0
+mrc_namespaces=()
+
+mrc_ok()   { printf '[ OK ] %s\n' "$*"; mrc_nr_ok=$((mrc_nr_ok + 1)); }
+mrc_fail() { printf '[FAIL] %s\n' "$*"; mrc_nr_fail=$((mrc_nr_fail + 1)); mrc_ret=$KSFT_FAIL; }
+mrc_skip() { printf '[SKIP] %s\n' "$*"; [ "$mrc_ret" = "$KSFT_PASS" ] && mrc_ret=$KSFT_SKIP; }
+
+# mrc_check DESCRIPTION EXPECTED ACTUAL
+mrc_check() {
+	if [ "$2" = "$3" ]; then mrc_ok "$1"; else mrc_fail "$1: expected '$2', got '$3'"; fi
+}
+
+# mrc_run DESCRIPTION COMMAND...: passes when the command exits 0.
+mrc_run() {
+	local d=$1 out
+	shift
+	if out=$("$@" 2>&1); then mrc_ok "$d"; else mrc_fail "$d: $out"; fi
+}
+
+mrc_require_root() {
+	[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root"; exit $KSFT_SKIP; }
+}
+
+mrc_load() {
+	lsmod | grep -q '^mrc ' || insmod "$MRC_KO" "$@"
+}
+
+mrc_unload() {
+	lsmod | grep -q '^mrc ' && rmmod mrc
+	return 0
+}
+
+mrc_refcnt() { cat /sys/module/mrc/refcnt; }
+
+# mrc_netns_add VAR: creates a namespace with a random name, brings lo up
+# and stores the name in VAR; mrc_cleanup deletes it.
+mrc_netns_add() {
+	local name
+	name="mrc-$(mktemp -u XXXXXX)"
+	ip netns add "$name" || return 1
+	ip -n "$name" link set lo up
+	mrc_namespaces+=("$name")
+	printf -v "$1" '%s' "$name"
+}
+
+mrc_cleanup() {
+	local ns
+	for ns in "${mrc_namespaces[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	mrc_namespaces=()
+}
+
+# mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS.
+mrc_stat() {
+	ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc
+}
+
+# mrc_wait_for TIMEOUT_S COMMAND...: polls until the command succeeds.
+mrc_wait_for() {
+	local deadline=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -ge $deadline ] && return 1
+		sleep 0.1
+	done
+}
+
+mrc_exit() {
+	mrc_cleanup
+	printf '# %s: %d ok, %d failed\n' "$(basename "$0")" "$mrc_nr_ok" "$mrc_nr_fail"
+	exit "$mrc_ret"
+}
+
+trap mrc_cleanup EXIT

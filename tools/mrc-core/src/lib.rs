@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Host build of the MRC sans-IO core.
+//!
+//! These are the very files that `mrc.ko` compiles; they depend on `core`
+//! only, so the host can unit-test, property-test, simulate and fuzz them.
+
+#![no_std]
+
+#[path = "../../../mrc_proto.rs"]
+pub mod mrc_proto;
+
+#[path = "../../../mrc_path.rs"]
+pub mod mrc_path;
+
+#[path = "../../../mrc_cc.rs"]
+pub mod mrc_cc;
