@@ -1,0 +1,910 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Path table, path states, scheduler and failure detector.
+//!
+//! A connection sprays its packets over up to [`MAX_PATHS`] paths. This module
+//! keeps one [`Path`] per path (identity, state, RTT estimate, counters,
+//! bytes in flight and a congestion controller) in a fixed-size
+//! [`PathTable`], decides which path carries the next packet, and runs the
+//! failure detector. Like the rest of the sans-IO core it depends on `core`
+//! only: the glue reports events with the current time in nanoseconds and
+//! acts on the returned decisions; nothing here reads a clock, allocates,
+//! locks, uses floating point or can panic.
+//!
+//! # Path states
+//!
+//! - [`PathState::Active`]: carries new data.
+//! - [`PathState::Suspect`]: a loss burst or a missed heartbeat; carries no
+//!   new data and is probed at once, then again each time a probe times out.
+//! - [`PathState::Failed`]: `miss_threshold` probes in a row went unanswered;
+//!   probed with exponential backoff.
+//!
+//! Any answered probe makes a path Active again. A busy path (bytes in flight)
+//! proves it is alive with its acknowledgements; if none arrives within a
+//! probe timeout that counts as a missed heartbeat. An idle path is probed
+//! every `heartbeat_busy_ns` while the connection has data outstanding and
+//! every `heartbeat_idle_ns` otherwise. With the defaults (1 ms heartbeat and
+//! probe timeout floor, three misses) a dead busy path is Suspect about 1 ms
+//! after its last acknowledgement and Failed about 2 ms later.
+//!
+//! Loss bursts only make a path Suspect while more than `min_active` paths
+//! are Active, so that one bad burst across the fabric cannot stop the whole
+//! connection; only missed probes and heartbeats, which are evidence of a
+//! dead path rather than of congestion, take the last paths down.
+//!
+//! # Driving the detector
+//!
+//! The glue calls [`PathTable::on_tick`] when the time returned by
+//! [`PathTable::next_timer`] has come, sends a PROBE on every path in
+//! [`TickResult::probe`] and reports each with [`PathTable::on_probe_sent`].
+//! Since sends, acknowledgements and losses move the deadlines, the glue
+//! re-reads `next_timer` after reporting events.
+
+use super::mrc_cc::{Cc, CcKind, CongestionControl};
+
+/// Largest number of paths one table holds.
+pub const MAX_PATHS: usize = 256;
+
+/// Default scheduling weight; see [`PathTable::set_weight`].
+pub const WEIGHT_DEFAULT: u8 = 16;
+
+/// Largest RTT sample taken into account; larger samples are clamped.
+const MAX_RTT_NS: u64 = u32::MAX as u64;
+
+/// Clock granularity term of the RTO (RFC 6298's G).
+const RTO_GRANULARITY_NS: u64 = 1_000;
+
+/// Largest backoff exponent for probes of a Failed path; the configured
+/// maximum interval usually caps the backoff much earlier.
+const MAX_BACKOFF_SHIFT: u8 = 20;
+
+/// Index of a path in a [`PathTable`], below [`MAX_PATHS`].
+pub type PathIdx = usize;
+
+/// Health of a path as seen by the failure detector.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathState {
+    /// Healthy: carries new data.
+    #[default]
+    Active,
+    /// Possibly broken: carries no new data and is being probed.
+    Suspect,
+    /// Broken: missed `miss_threshold` probes; probed with backoff.
+    Failed,
+}
+
+/// Identity of a path on the wire.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathIds {
+    /// Identifier carried in the header's `path_id` field and echoed in ACKs.
+    pub path_id: u32,
+    /// Index of the plane (NIC pair) the path runs over.
+    pub plane: u8,
+    /// Entropy value carried in the UDP source port.
+    pub entropy: u16,
+}
+
+/// Tunables of the failure detector, scheduler and congestion control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathConfig {
+    /// Congestion control algorithm for new paths.
+    pub cc: CcKind,
+    /// Segment size in bytes the congestion controllers count in.
+    pub mss: u32,
+    /// Probe interval of an idle path while the connection has data in flight.
+    pub heartbeat_busy_ns: u64,
+    /// Probe interval of an idle path while the connection has nothing in flight.
+    pub heartbeat_idle_ns: u64,
+    /// Missed probes or heartbeats in a row that make a path Failed (at least 1).
+    pub miss_threshold: u8,
+    /// Losses in a row, with no acknowledgement between them, that make a path Suspect.
+    pub loss_burst: u8,
+    /// Number of Active paths that loss bursts alone cannot go below.
+    pub min_active: u8,
+    /// Lower bound of the probe timeout.
+    pub probe_timeout_min_ns: u64,
+    /// Upper bound of the probe timeout.
+    pub probe_timeout_max_ns: u64,
+    /// Upper bound of the probe interval of a Failed path.
+    pub failed_probe_max_ns: u64,
+    /// RTT assumed for a path without samples.
+    pub initial_rtt_ns: u64,
+    /// Lower bound of the retransmission timeout.
+    pub rto_min_ns: u64,
+    /// Upper bound of the retransmission timeout.
+    pub rto_max_ns: u64,
+}
+
+impl PathConfig {
+    /// The defaults: 1 ms heartbeat while busy, 100 ms while idle, Failed after three misses.
+    pub const DEFAULT: PathConfig = PathConfig {
+        cc: CcKind::Delay,
+        mss: 1400,
+        heartbeat_busy_ns: 1_000_000,
+        heartbeat_idle_ns: 100_000_000,
+        miss_threshold: 3,
+        loss_burst: 3,
+        min_active: 1,
+        probe_timeout_min_ns: 1_000_000,
+        probe_timeout_max_ns: 100_000_000,
+        failed_probe_max_ns: 100_000_000,
+        initial_rtt_ns: 1_000_000,
+        rto_min_ns: 1_000_000,
+        rto_max_ns: 1_000_000_000,
+    };
+}
+
+impl Default for PathConfig {
+    fn default() -> Self {
+        PathConfig::DEFAULT
+    }
+}
+
+/// Cumulative traffic counters of one path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathCounters {
+    /// Bytes sent, retransmissions included.
+    pub bytes_sent: u64,
+    /// Bytes acknowledged.
+    pub bytes_acked: u64,
+    /// Bytes declared lost.
+    pub bytes_lost: u64,
+    /// Bytes sent as retransmissions.
+    pub bytes_retx: u64,
+    /// Packets sent, retransmissions included.
+    pub pkts_sent: u64,
+    /// Packets acknowledged.
+    pub pkts_acked: u64,
+    /// Packets declared lost.
+    pub pkts_lost: u64,
+    /// Packets sent as retransmissions.
+    pub pkts_retx: u64,
+    /// Probes sent.
+    pub probes_sent: u32,
+    /// Probes that went unanswered, and heartbeats missed by busy paths.
+    pub probes_missed: u32,
+}
+
+/// RFC 6298 RTT estimator in integer nanoseconds; zero means "no sample yet".
+#[derive(Clone, Copy, Debug, Default)]
+struct RttEstimator {
+    srtt_ns: u32,
+    rttvar_ns: u32,
+    min_rtt_ns: u32,
+}
+
+impl RttEstimator {
+    fn sample(&mut self, rtt_ns: u64) {
+        // Zero would read as "no sample".
+        let r = u32::try_from(rtt_ns.clamp(1, MAX_RTT_NS)).unwrap_or(u32::MAX);
+        if self.srtt_ns == 0 {
+            self.srtt_ns = r;
+            self.rttvar_ns = r / 2;
+            self.min_rtt_ns = r;
+            return;
+        }
+        let diff = u64::from(self.srtt_ns.abs_diff(r));
+        let var = u64::from(self.rttvar_ns)
+            .saturating_mul(3)
+            .saturating_add(diff)
+            / 4;
+        let srtt = u64::from(self.srtt_ns)
+            .saturating_mul(7)
+            .saturating_add(u64::from(r))
+            / 8;
+        self.rttvar_ns = u32::try_from(var).unwrap_or(u32::MAX);
+        // Never zero again: (7 * s + r) / 8 >= 1 when s >= 1 and r >= 1.
+        self.srtt_ns = u32::try_from(srtt).unwrap_or(u32::MAX).max(1);
+        self.min_rtt_ns = self.min_rtt_ns.min(r);
+    }
+
+    /// Returns (srtt, rttvar), using the initial RTT before the first sample
+    /// the way RFC 6298 initialises from the first sample.
+    fn srtt_rttvar(&self, initial_rtt_ns: u64) -> (u64, u64) {
+        if self.srtt_ns == 0 {
+            let r = initial_rtt_ns.clamp(1, MAX_RTT_NS);
+            (r, r / 2)
+        } else {
+            (u64::from(self.srtt_ns), u64::from(self.rttvar_ns))
+        }
+    }
+}
+
+/// One path of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Path {
+    ids: PathIds,
+    state: PathState,
+    prev_state: PathState,
+    backup: bool,
+    weight: u8,
+    missed_probes: u8,
+    consecutive_losses: u8,
+    probe_outstanding: bool,
+    backoff_shift: u8,
+    state_since_ns: u64,
+    rtt: RttEstimator,
+    inflight: u64,
+    /// When the bytes in flight last went from zero to non-zero: a busy path
+    /// is not expected to have been heard from before it became busy.
+    inflight_since_ns: u64,
+    last_ack_ns: u64,
+    /// Last acknowledgement or probe answer: the latest proof of life.
+    last_heard_ns: u64,
+    last_send_ns: u64,
+    last_probe_ns: u64,
+    counters: PathCounters,
+    cc: Cc,
+}
+
+impl Path {
+    fn new(now_ns: u64, ids: PathIds, backup: bool, cfg: &PathConfig) -> Self {
+        Path {
+            ids,
+            state: PathState::Active,
+            prev_state: PathState::Active,
+            backup,
+            weight: WEIGHT_DEFAULT,
+            missed_probes: 0,
+            consecutive_losses: 0,
+            probe_outstanding: false,
+            backoff_shift: 0,
+            state_since_ns: now_ns,
+            rtt: RttEstimator::default(),
+            inflight: 0,
+            inflight_since_ns: now_ns,
+            last_ack_ns: 0,
+            // A new path counts as heard at creation so that it gets one
+            // heartbeat interval before its first probe.
+            last_heard_ns: now_ns,
+            last_send_ns: 0,
+            last_probe_ns: 0,
+            counters: PathCounters::default(),
+            cc: Cc::new(cfg.cc, cfg.mss),
+        }
+    }
+
+    /// Returns the path's wire identity.
+    pub fn ids(&self) -> PathIds {
+        self.ids
+    }
+
+    /// Returns the current state.
+    pub fn state(&self) -> PathState {
+        self.state
+    }
+
+    /// Returns the state before the latest transition.
+    pub fn prev_state(&self) -> PathState {
+        self.prev_state
+    }
+
+    /// Returns when the current state was entered.
+    pub fn state_since_ns(&self) -> u64 {
+        self.state_since_ns
+    }
+
+    /// Returns whether the path is a backup, used only when no other path is Active.
+    pub fn is_backup(&self) -> bool {
+        self.backup
+    }
+
+    /// Returns the scheduling weight.
+    pub fn weight(&self) -> u8 {
+        self.weight
+    }
+
+    /// Returns the smoothed RTT, if the path has an RTT sample.
+    pub fn srtt_ns(&self) -> Option<u64> {
+        (self.rtt.srtt_ns != 0).then_some(u64::from(self.rtt.srtt_ns))
+    }
+
+    /// Returns the RTT variation, if the path has an RTT sample.
+    pub fn rttvar_ns(&self) -> Option<u64> {
+        (self.rtt.srtt_ns != 0).then_some(u64::from(self.rtt.rttvar_ns))
+    }
+
+    /// Returns the smallest RTT sample seen, if any.
+    pub fn min_rtt_ns(&self) -> Option<u64> {
+        (self.rtt.min_rtt_ns != 0).then_some(u64::from(self.rtt.min_rtt_ns))
+    }
+
+    /// Returns the bytes sent and neither acknowledged nor declared lost.
+    pub fn inflight(&self) -> u64 {
+        self.inflight
+    }
+
+    /// Returns the congestion window in bytes.
+    pub fn cwnd(&self) -> u32 {
+        self.cc.cwnd()
+    }
+
+    /// Returns the congestion controller.
+    pub fn cc(&self) -> &Cc {
+        &self.cc
+    }
+
+    /// Returns the traffic counters.
+    pub fn counters(&self) -> &PathCounters {
+        &self.counters
+    }
+
+    /// Returns the number of probes or heartbeats missed in a row.
+    pub fn missed_probes(&self) -> u8 {
+        self.missed_probes
+    }
+
+    /// Returns whether a probe has been sent and neither answered nor timed out.
+    pub fn probe_outstanding(&self) -> bool {
+        self.probe_outstanding
+    }
+
+    /// Returns when the last acknowledgement arrived (0 if none).
+    pub fn last_ack_ns(&self) -> u64 {
+        self.last_ack_ns
+    }
+
+    /// Returns when the last probe was sent (0 if none).
+    pub fn last_probe_ns(&self) -> u64 {
+        self.last_probe_ns
+    }
+
+    /// Returns when data was last sent (0 if never).
+    pub fn last_send_ns(&self) -> u64 {
+        self.last_send_ns
+    }
+
+    fn has_room(&self, bytes: u32) -> bool {
+        self.inflight.saturating_add(u64::from(bytes)) <= u64::from(self.cc.cwnd())
+    }
+
+    fn set_state(&mut self, now_ns: u64, to: PathState) -> Option<Transition> {
+        if self.state == to {
+            return None;
+        }
+        let from = self.state;
+        self.prev_state = from;
+        self.state = to;
+        self.state_since_ns = now_ns;
+        self.consecutive_losses = 0;
+        match to {
+            PathState::Active => {
+                self.missed_probes = 0;
+                self.backoff_shift = 0;
+                // Bytes still counted in flight were sent before the outage and
+                // will be resolved by loss detection; they must not count as a
+                // fresh silence right away.
+                self.inflight_since_ns = now_ns;
+                if from == PathState::Failed {
+                    self.cc.reset();
+                }
+            }
+            PathState::Suspect => {}
+            PathState::Failed => {
+                // The first probe of a Failed path already waits two timeouts.
+                self.backoff_shift = 1;
+            }
+        }
+        Some(Transition {
+            from,
+            to,
+            at_ns: now_ns,
+        })
+    }
+}
+
+/// A change of a path's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transition {
+    /// State before.
+    pub from: PathState,
+    /// State after.
+    pub to: PathState,
+    /// When it happened.
+    pub at_ns: u64,
+}
+
+/// A set of path indices, one bit per possible path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathSet {
+    bits: [u64; MAX_PATHS / 64],
+}
+
+impl PathSet {
+    /// The empty set.
+    pub const EMPTY: PathSet = PathSet {
+        bits: [0; MAX_PATHS / 64],
+    };
+
+    /// Adds `idx`; indices at or above [`MAX_PATHS`] are ignored.
+    pub fn insert(&mut self, idx: PathIdx) {
+        if let Some(w) = self.bits.get_mut(idx / 64) {
+            *w |= 1 << (idx % 64);
+        }
+    }
+
+    /// Removes `idx`.
+    pub fn remove(&mut self, idx: PathIdx) {
+        if let Some(w) = self.bits.get_mut(idx / 64) {
+            *w &= !(1 << (idx % 64));
+        }
+    }
+
+    /// Returns whether `idx` is in the set.
+    pub fn contains(&self, idx: PathIdx) -> bool {
+        self.bits
+            .get(idx / 64)
+            .is_some_and(|w| w & (1 << (idx % 64)) != 0)
+    }
+
+    /// Returns whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bits.iter().all(|w| *w == 0)
+    }
+
+    /// Returns the number of indices in the set.
+    pub fn len(&self) -> usize {
+        self.bits.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Iterates over the indices in ascending order.
+    pub fn iter(&self) -> PathSetIter {
+        PathSetIter {
+            set: *self,
+            word: 0,
+        }
+    }
+}
+
+/// Iterator over a [`PathSet`] in ascending order.
+#[derive(Clone, Debug)]
+pub struct PathSetIter {
+    set: PathSet,
+    word: usize,
+}
+
+impl Iterator for PathSetIter {
+    type Item = PathIdx;
+
+    fn next(&mut self) -> Option<PathIdx> {
+        while let Some(w) = self.set.bits.get_mut(self.word) {
+            if *w != 0 {
+                let bit = w.trailing_zeros() as usize;
+                *w &= w.wrapping_sub(1);
+                return Some(self.word.saturating_mul(64).saturating_add(bit));
+            }
+            self.word = self.word.saturating_add(1);
+        }
+        None
+    }
+}
+
+/// What [`PathTable::on_tick`] asks of the glue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TickResult {
+    /// Paths that need a PROBE now.
+    pub probe: PathSet,
+    /// Paths whose state changed in this tick; [`Path::prev_state`] and
+    /// [`Path::state`] tell from what to what.
+    pub changed: PathSet,
+}
+
+/// The paths of one connection.
+///
+/// The table is about `MAX_PATHS` times the size of a [`Path`] (tens of
+/// KiB), so the kernel keeps it in a heap-allocated connection.
+#[derive(Clone, Debug)]
+pub struct PathTable {
+    cfg: PathConfig,
+    slots: [Option<Path>; MAX_PATHS],
+    len: usize,
+}
+
+impl PathTable {
+    /// Creates an empty table.
+    ///
+    /// `miss_threshold` and `loss_burst` below 1 are treated as 1.
+    pub fn new(cfg: PathConfig) -> Self {
+        const NONE: Option<Path> = None;
+        PathTable {
+            cfg,
+            slots: [NONE; MAX_PATHS],
+            len: 0,
+        }
+    }
+
+    /// Returns the configuration.
+    pub fn config(&self) -> &PathConfig {
+        &self.cfg
+    }
+
+    /// Adds a path in state Active and returns its index, or `None` if the table is full.
+    pub fn add(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
+        let cfg = self.cfg;
+        let (idx, slot) = self
+            .slots
+            .iter_mut()
+            .enumerate()
+            .find(|(_, s)| s.is_none())?;
+        *slot = Some(Path::new(now_ns, ids, backup, &cfg));
+        self.len = self.len.saturating_add(1);
+        Some(idx)
+    }
+
+    /// Removes a path; returns whether it was there. Its index may be reused.
+    pub fn remove(&mut self, idx: PathIdx) -> bool {
+        match self.slots.get_mut(idx) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                self.len = self.len.saturating_sub(1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Returns the path at `idx`.
+    pub fn get(&self, idx: PathIdx) -> Option<&Path> {
+        self.slots.get(idx).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
+        self.slots.get_mut(idx).and_then(Option::as_mut)
+    }
+
+    /// Returns the index of the path with this wire `path_id`.
+    pub fn find(&self, path_id: u32) -> Option<PathIdx> {
+        self.iter()
+            .find(|(_, p)| p.ids.path_id == path_id)
+            .map(|(i, _)| i)
+    }
+
+    /// Returns the number of paths.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns whether the table has no path.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Iterates over `(index, path)` in ascending index order.
+    pub fn iter(&self) -> impl Iterator<Item = (PathIdx, &Path)> + '_ {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.as_ref().map(|p| (i, p)))
+    }
+
+    /// Returns the number of paths in `state`.
+    pub fn paths_in_state(&self, state: PathState) -> usize {
+        self.iter().filter(|(_, p)| p.state == state).count()
+    }
+
+    /// Returns the bytes in flight over all paths.
+    pub fn total_inflight(&self) -> u64 {
+        self.iter()
+            .fold(0u64, |acc, (_, p)| acc.saturating_add(p.inflight))
+    }
+
+    /// Marks a path as backup (used only when no other path is Active) or not.
+    pub fn set_backup(&mut self, idx: PathIdx, backup: bool) {
+        if let Some(p) = self.get_mut(idx) {
+            p.backup = backup;
+        }
+    }
+
+    /// Sets the scheduling weight of a path (clamped to at least 1).
+    ///
+    /// The scheduler divides a path's expected delivery time by
+    /// `weight / WEIGHT_DEFAULT`: a path of weight 32 looks twice as fast.
+    pub fn set_weight(&mut self, idx: PathIdx, weight: u8) {
+        if let Some(p) = self.get_mut(idx) {
+            p.weight = weight.max(1);
+        }
+    }
+
+    /// Returns the retransmission timeout of a path (RFC 6298, clamped to the configured bounds).
+    pub fn rto_ns(&self, idx: PathIdx) -> Option<u64> {
+        let p = self.get(idx)?;
+        let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+        let rto = srtt.saturating_add(var.saturating_mul(4).max(RTO_GRANULARITY_NS));
+        Some(clamp_lo_hi(rto, self.cfg.rto_min_ns, self.cfg.rto_max_ns))
+    }
+
+    /// Returns how long a probe of this path may stay unanswered before it counts as missed.
+    pub fn probe_timeout_ns(&self, idx: PathIdx) -> Option<u64> {
+        self.get(idx).map(|p| self.probe_timeout(p))
+    }
+
+    fn probe_timeout(&self, p: &Path) -> u64 {
+        let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+        let t = srtt.saturating_add(var.saturating_mul(4));
+        clamp_lo_hi(
+            t,
+            self.cfg.probe_timeout_min_ns,
+            self.cfg.probe_timeout_max_ns,
+        )
+    }
+
+    fn failed_interval(&self, p: &Path) -> u64 {
+        let shift = p.backoff_shift.min(MAX_BACKOFF_SHIFT);
+        let t = self.probe_timeout(p).saturating_mul(1u64 << shift);
+        t.min(
+            self.cfg
+                .failed_probe_max_ns
+                .max(self.cfg.probe_timeout_min_ns),
+        )
+    }
+
+    /// Reports that `bytes` of data (a retransmission if `retransmit`) were sent on a path.
+    pub fn on_sent(&mut self, idx: PathIdx, now_ns: u64, bytes: u32, retransmit: bool) {
+        let Some(p) = self.get_mut(idx) else {
+            return;
+        };
+        if p.inflight == 0 {
+            p.inflight_since_ns = now_ns;
+        }
+        p.inflight = p.inflight.saturating_add(u64::from(bytes));
+        p.last_send_ns = now_ns;
+        let c = &mut p.counters;
+        c.bytes_sent = c.bytes_sent.saturating_add(u64::from(bytes));
+        c.pkts_sent = c.pkts_sent.saturating_add(1);
+        if retransmit {
+            c.bytes_retx = c.bytes_retx.saturating_add(u64::from(bytes));
+            c.pkts_retx = c.pkts_retx.saturating_add(1);
+        }
+        p.cc.on_packet_sent(now_ns, bytes);
+    }
+
+    /// Reports that `bytes` sent on a path were acknowledged.
+    ///
+    /// `rtt_ns` is the RTT sample of this acknowledgement, if any; `ece` tells
+    /// whether the receiver echoed an ECN mark. An acknowledgement proves an
+    /// Active path alive, but a Suspect or Failed path becomes Active only by
+    /// answering a probe, since a few late acknowledgements from a path that
+    /// just broke prove nothing about it now.
+    pub fn on_ack(
+        &mut self,
+        idx: PathIdx,
+        now_ns: u64,
+        bytes: u32,
+        rtt_ns: Option<u64>,
+        ece: bool,
+    ) {
+        let Some(p) = self.get_mut(idx) else {
+            return;
+        };
+        p.inflight = p.inflight.saturating_sub(u64::from(bytes));
+        if let Some(r) = rtt_ns {
+            p.rtt.sample(r);
+        }
+        p.last_ack_ns = now_ns;
+        p.last_heard_ns = now_ns;
+        p.counters.bytes_acked = p.counters.bytes_acked.saturating_add(u64::from(bytes));
+        p.counters.pkts_acked = p.counters.pkts_acked.saturating_add(1);
+        if p.state == PathState::Active {
+            p.missed_probes = 0;
+            p.consecutive_losses = 0;
+            p.probe_outstanding = false;
+        }
+        p.cc.on_ack(now_ns, bytes, rtt_ns, ece);
+    }
+
+    /// Reports that `bytes` sent on a path were declared lost.
+    ///
+    /// `loss_burst` losses in a row make an Active path Suspect, unless only
+    /// `min_active` paths are Active. The glue should re-read
+    /// [`PathTable::next_timer`] after a transition: a Suspect path wants a
+    /// probe at once.
+    pub fn on_loss(&mut self, idx: PathIdx, now_ns: u64, bytes: u32) -> Option<Transition> {
+        let active = self.paths_in_state(PathState::Active);
+        let cfg = self.cfg;
+        let p = self.get_mut(idx)?;
+        p.inflight = p.inflight.saturating_sub(u64::from(bytes));
+        p.counters.bytes_lost = p.counters.bytes_lost.saturating_add(u64::from(bytes));
+        p.counters.pkts_lost = p.counters.pkts_lost.saturating_add(1);
+        p.cc.on_loss(now_ns, bytes);
+        if p.state != PathState::Active {
+            return None;
+        }
+        p.consecutive_losses = p.consecutive_losses.saturating_add(1);
+        if p.consecutive_losses >= cfg.loss_burst.max(1) && active > usize::from(cfg.min_active) {
+            return p.set_state(now_ns, PathState::Suspect);
+        }
+        None
+    }
+
+    /// Reports a retransmission timeout on a path to its congestion controller.
+    ///
+    /// The lost packets themselves are reported with [`PathTable::on_loss`].
+    pub fn on_rto(&mut self, idx: PathIdx, now_ns: u64) {
+        if let Some(p) = self.get_mut(idx) {
+            p.cc.on_rto(now_ns);
+        }
+    }
+
+    /// Reports that a PROBE was sent on a path.
+    pub fn on_probe_sent(&mut self, idx: PathIdx, now_ns: u64) {
+        if let Some(p) = self.get_mut(idx) {
+            p.probe_outstanding = true;
+            p.last_probe_ns = now_ns;
+            p.counters.probes_sent = p.counters.probes_sent.saturating_add(1);
+        }
+    }
+
+    /// Reports the answer to a PROBE of a path, with the probe's RTT.
+    ///
+    /// Any answer, even one that arrives after its probe timed out, proves the
+    /// path alive and makes it Active. A path coming back from Failed starts
+    /// with a fresh congestion controller.
+    pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
+        let p = self.get_mut(idx)?;
+        p.rtt.sample(rtt_ns);
+        p.last_heard_ns = now_ns;
+        p.probe_outstanding = false;
+        p.missed_probes = 0;
+        p.consecutive_losses = 0;
+        p.set_state(now_ns, PathState::Active)
+    }
+
+    /// Returns when the path next needs the failure detector's attention.
+    fn deadline(&self, p: &Path, busy: bool) -> u64 {
+        let timeout = self.probe_timeout(p);
+        if p.probe_outstanding {
+            return p.last_probe_ns.saturating_add(timeout);
+        }
+        match p.state {
+            PathState::Active if p.missed_probes > 0 => 0,
+            PathState::Active if p.inflight > 0 => p
+                .last_heard_ns
+                .max(p.inflight_since_ns)
+                .saturating_add(timeout),
+            PathState::Active => {
+                let hb = if busy {
+                    self.cfg.heartbeat_busy_ns
+                } else {
+                    self.cfg.heartbeat_idle_ns
+                };
+                p.last_heard_ns.max(p.last_probe_ns).saturating_add(hb)
+            }
+            PathState::Suspect => 0,
+            PathState::Failed => p.last_probe_ns.saturating_add(self.failed_interval(p)),
+        }
+    }
+
+    /// Runs the failure detector: counts missed probes and heartbeats, changes
+    /// states and says which paths need a PROBE now.
+    ///
+    /// Calling it early or often is harmless; it acts only on deadlines that
+    /// have passed.
+    pub fn on_tick(&mut self, now_ns: u64) -> TickResult {
+        let mut out = TickResult::default();
+        let busy = self.total_inflight() > 0;
+        let mut active = self.paths_in_state(PathState::Active);
+        let min_active = usize::from(self.cfg.min_active);
+        let threshold = self.cfg.miss_threshold.max(1);
+        for idx in 0..MAX_PATHS {
+            let Some(p) = self.get(idx) else {
+                continue;
+            };
+            if now_ns < self.deadline(p, busy) {
+                continue;
+            }
+            // A missed probe, or a busy Active path that stayed silent for a
+            // whole probe timeout; otherwise the deadline was a probe's.
+            let missed = p.probe_outstanding
+                || (p.state == PathState::Active && p.missed_probes == 0 && p.inflight > 0);
+            let Some(p) = self.get_mut(idx) else {
+                continue;
+            };
+            let mut next = p.state;
+            if missed {
+                p.probe_outstanding = false;
+                p.missed_probes = p.missed_probes.saturating_add(1);
+                p.counters.probes_missed = p.counters.probes_missed.saturating_add(1);
+                if p.missed_probes >= threshold {
+                    next = PathState::Failed;
+                } else if p.state == PathState::Active && active > min_active {
+                    next = PathState::Suspect;
+                }
+                if p.state == PathState::Failed {
+                    p.backoff_shift = p.backoff_shift.saturating_add(1).min(MAX_BACKOFF_SHIFT);
+                }
+            }
+            let from = p.state;
+            if p.set_state(now_ns, next).is_some() {
+                out.changed.insert(idx);
+                if from == PathState::Active {
+                    active = active.saturating_sub(1);
+                }
+            }
+            // A Failed path waits for its backoff interval; every other path
+            // that reached its deadline is probed now.
+            if p.state != PathState::Failed || !missed {
+                out.probe.insert(idx);
+            }
+        }
+        out
+    }
+
+    /// Returns when the glue should call [`PathTable::on_tick`] next.
+    ///
+    /// The time may be at or before `now_ns`, meaning "now". `None` means the
+    /// table is empty.
+    pub fn next_timer(&self, now_ns: u64) -> Option<u64> {
+        let busy = self.total_inflight() > 0;
+        self.iter()
+            .map(|(_, p)| self.deadline(p, busy).max(now_ns))
+            .min()
+    }
+
+    /// Returns the expected delivery time of `bytes` more on a path, scaled by its weight.
+    fn delivery_estimate(&self, p: &Path, bytes: u32) -> u64 {
+        let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+        let queued = p.inflight.saturating_add(u64::from(bytes));
+        // The window drains once per RTT, so `queued` bytes take
+        // queued / cwnd RTTs to get through.
+        let drain = queued
+            .saturating_mul(srtt)
+            .checked_div(u64::from(p.cc.cwnd()))
+            .unwrap_or(u64::MAX);
+        srtt.saturating_add(drain)
+            .saturating_mul(u64::from(WEIGHT_DEFAULT))
+            .checked_div(u64::from(p.weight))
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Chooses the path for a new packet of `bytes`, or `None` if it must wait.
+    ///
+    /// Among Active non-backup paths whose window has room for the packet,
+    /// the one with the earliest expected delivery wins (lowest index on a
+    /// tie). Backup paths are used only when no non-backup path is Active; a
+    /// non-backup path that is Active but whose window is full makes the
+    /// packet wait instead of spilling onto a backup. `_now_ns` is reserved
+    /// for pacing.
+    pub fn pick_path(&self, _now_ns: u64, bytes: u32) -> Option<PathIdx> {
+        let any_primary = self
+            .iter()
+            .any(|(_, p)| p.state == PathState::Active && !p.backup);
+        self.iter()
+            .filter(|(_, p)| {
+                p.state == PathState::Active && p.backup != any_primary && p.has_room(bytes)
+            })
+            .min_by_key(|(i, p)| (self.delivery_estimate(p, bytes), *i))
+            .map(|(i, _)| i)
+    }
+
+    /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`.
+    ///
+    /// Prefers the Active non-backup path with the lowest smoothed RTT and
+    /// window room other than `exclude`, then such a backup path. `exclude`
+    /// itself is used only when it is the sole Active path: while another
+    /// Active path exists, waiting for its window beats resending on the
+    /// path that just lost the packet. `None` means the retransmission must
+    /// wait for window room or a path.
+    pub fn pick_retransmit_path(&self, bytes: u32, exclude: Option<PathIdx>) -> Option<PathIdx> {
+        let usable = |i: PathIdx, p: &Path| {
+            p.state == PathState::Active && p.has_room(bytes) && Some(i) != exclude
+        };
+        let fastest = |backup: bool| {
+            self.iter()
+                .filter(|(i, p)| usable(*i, p) && p.backup == backup)
+                .min_by_key(|(i, p)| (p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns).0, *i))
+                .map(|(i, _)| i)
+        };
+        fastest(false).or_else(|| fastest(true)).or_else(|| {
+            let i = exclude?;
+            let p = self.get(i)?;
+            let alone = self
+                .iter()
+                .all(|(j, q)| j == i || q.state != PathState::Active);
+            (alone && p.state == PathState::Active && p.has_room(bytes)).then_some(i)
+        })
+    }
+}
+
+fn clamp_lo_hi(v: u64, lo: u64, hi: u64) -> u64 {
+    // Not `clamp`: that panics when a misconfiguration puts lo above hi.
+    v.min(hi).max(lo)
+}

@@ -1,0 +1,1275 @@
+// SPDX-License-Identifier: GPL-2.0
+//! MRC wire format: the fixed header, packet types, extension blocks, encoding and decoding.
+//!
+//! This file is the only place that knows byte offsets. It is sans-IO and depends on `core`
+//! only: no allocation, no locking, no clock reads, no floating point. Every function is total:
+//! it returns an error for bad input and never panics, whatever the bytes.
+//!
+//! # Fixed header
+//!
+//! Every packet starts with a [`HEADER_LEN`] (44) byte header, all fields in network byte
+//! order:
+//!
+//! | offset | size | field         | meaning                                                  |
+//! |-------:|-----:|---------------|----------------------------------------------------------|
+//! |      0 |    4 | `magic`       | [`MAGIC`], `0x4D524320` ("MRC ")                         |
+//! |      4 |    2 | `version`     | [`VERSION`], `1`                                         |
+//! |      6 |    2 | `flags`       | packet type and modifiers, see [`Flags`]                 |
+//! |      8 |    8 | `session_id`  | random per connection                                    |
+//! |     16 |    4 | `path_id`     | path the packet was sent on (echoed in ACKs)             |
+//! |     20 |    8 | `seq_num`     | connection-level packet sequence number                  |
+//! |     28 |    8 | `ack_num`     | cumulative ack: every seq below it has arrived           |
+//! |     36 |    4 | `payload_len` | bytes after the header, extension block included         |
+//! |     40 |    4 | `checksum`    | CRC32C of header (this field zero) and payload           |
+//!
+//! The checksum is CRC32C (Castagnoli, reflected, initial value and final xor `!0`), the same
+//! as iSCSI and the kernel's `crc32c()` wrapped in inversions; see [`crc32c`].
+//!
+//! # Flags
+//!
+//! | bits  | meaning                                                                 |
+//! |-------|-------------------------------------------------------------------------|
+//! | 0-3   | packet type, see [`PacketType`] (0 and 9-15 are unknown types)          |
+//! | 4-7   | reserved for a wider type field, must be zero                           |
+//! | 8     | [`Flags::FIRST`]: first packet of a message (DATA only)                 |
+//! | 9     | [`Flags::LAST`]: last packet of a message (DATA only)                   |
+//! | 10    | [`Flags::ECE`]: congestion experienced echo (any type)                  |
+//! | 11    | [`Flags::NACK`]: the SACK reports losses (ACK only; reserved)           |
+//! | 12-15 | reserved, must be zero                                                  |
+//!
+//! # Bodies
+//!
+//! The bytes after the header (exactly `payload_len` of them) depend on the packet type:
+//!
+//! - SYN, SYN_ACK ([`Handshake`]): `initial_seq` u64, `rwnd` u32, endpoint count u8 (at most
+//!   [`MAX_ENDPOINTS`]), then per endpoint [`ENDPOINT_LEN`] bytes: family u8 (4 or 6), flags u8
+//!   (bit 0: backup, the others zero), port u16, address 16 bytes (IPv4 in the first 4 bytes,
+//!   the other 12 zero).
+//! - ACK ([`Sack`]): `echo_ts` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
+//!   [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
+//!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
+//!   must not be below the header's `ack_num`.
+//! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
+//! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
+//! - FIN, RST: empty.
+//!
+//! Body lengths must match exactly; trailing bytes are an error.
+//!
+//! # Validation order
+//!
+//! [`decode`] checks, in order: length of the fixed header ([`DecodeError::Short`]), magic,
+//! version, `payload_len` against the datagram length, checksum, packet type, flags, body. A
+//! single flipped bit in a valid packet is therefore always reported, at the latest, as
+//! [`DecodeError::BadChecksum`].
+
+use core::fmt;
+
+/// Value of the `magic` field: "MRC " in ASCII.
+pub const MAGIC: u32 = 0x4D52_4320;
+
+/// Value of the `version` field for the format described here.
+pub const VERSION: u16 = 1;
+
+/// Length in bytes of the fixed header.
+pub const HEADER_LEN: usize = 44;
+
+/// Maximum length in bytes of a SACK bitmap.
+pub const MAX_SACK_BYTES: usize = 128;
+
+/// Maximum number of packets a SACK bitmap can describe.
+pub const MAX_SACK_BITS: usize = MAX_SACK_BYTES * 8;
+
+/// Maximum number of endpoints in a SYN or SYN_ACK.
+pub const MAX_ENDPOINTS: usize = 16;
+
+/// Length in bytes of one endpoint in a handshake body.
+pub const ENDPOINT_LEN: usize = 20;
+
+/// Length in bytes of the fixed part of a handshake body (before the endpoints).
+pub const HANDSHAKE_FIXED_LEN: usize = 13;
+
+/// Length in bytes of the fixed part of an ACK body (before the bitmap).
+pub const SACK_FIXED_LEN: usize = 22;
+
+/// Length in bytes of a PROBE or PROBE_ACK body.
+pub const PROBE_LEN: usize = 16;
+
+/// Largest encoded size of any packet other than DATA, for sizing control packet buffers.
+pub const MAX_CONTROL_PACKET_LEN: usize =
+    HEADER_LEN + HANDSHAKE_FIXED_LEN + MAX_ENDPOINTS * ENDPOINT_LEN;
+
+/// Endpoint address family value for IPv4.
+pub const FAMILY_V4: u8 = 4;
+
+/// Endpoint address family value for IPv6.
+pub const FAMILY_V6: u8 = 6;
+
+/// Offset of the checksum field in the header.
+const CHECKSUM_OFFSET: usize = 40;
+
+/// Endpoint flag bit: the endpoint is a backup.
+const ENDPOINT_FLAG_BACKUP: u8 = 0x01;
+
+// ---------------------------------------------------------------------------------------------
+// Packet types and flags
+// ---------------------------------------------------------------------------------------------
+
+/// Packet type, carried in the low four bits of the flags field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PacketType {
+    /// Connection request, carries a [`Handshake`].
+    Syn,
+    /// Connection accept, carries a [`Handshake`].
+    SynAck,
+    /// Acknowledgement, carries a [`Sack`].
+    Ack,
+    /// Message data.
+    Data,
+    /// Orderly close of one direction.
+    Fin,
+    /// Abort.
+    Rst,
+    /// Path liveness probe, carries a [`Probe`].
+    Probe,
+    /// Answer to a probe, echoes its [`Probe`].
+    ProbeAck,
+}
+
+impl PacketType {
+    /// Number of packet types.
+    pub const COUNT: usize = 8;
+
+    /// Every packet type, in wire value order; `ALL[t.index()] == t`.
+    pub const ALL: [PacketType; PacketType::COUNT] = [
+        PacketType::Syn,
+        PacketType::SynAck,
+        PacketType::Ack,
+        PacketType::Data,
+        PacketType::Fin,
+        PacketType::Rst,
+        PacketType::Probe,
+        PacketType::ProbeAck,
+    ];
+
+    /// Returns the value of the type field for this type (1 to 8).
+    pub const fn to_wire(self) -> u16 {
+        match self {
+            PacketType::Syn => 1,
+            PacketType::SynAck => 2,
+            PacketType::Ack => 3,
+            PacketType::Data => 4,
+            PacketType::Fin => 5,
+            PacketType::Rst => 6,
+            PacketType::Probe => 7,
+            PacketType::ProbeAck => 8,
+        }
+    }
+
+    /// Returns the type for a type field value, or `None` for an unknown value.
+    pub const fn from_wire(value: u16) -> Option<PacketType> {
+        match value {
+            1 => Some(PacketType::Syn),
+            2 => Some(PacketType::SynAck),
+            3 => Some(PacketType::Ack),
+            4 => Some(PacketType::Data),
+            5 => Some(PacketType::Fin),
+            6 => Some(PacketType::Rst),
+            7 => Some(PacketType::Probe),
+            8 => Some(PacketType::ProbeAck),
+            _ => None,
+        }
+    }
+
+    /// Returns a dense index in `0..COUNT`, for per-type counters.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Returns a stable lower-case name, such as `"syn_ack"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            PacketType::Syn => "syn",
+            PacketType::SynAck => "syn_ack",
+            PacketType::Ack => "ack",
+            PacketType::Data => "data",
+            PacketType::Fin => "fin",
+            PacketType::Rst => "rst",
+            PacketType::Probe => "probe",
+            PacketType::ProbeAck => "probe_ack",
+        }
+    }
+
+    /// Returns the modifier bits that packets of this type may carry.
+    pub const fn allowed_modifiers(self) -> u16 {
+        match self {
+            PacketType::Data => Flags::FIRST.0 | Flags::LAST.0 | Flags::ECE.0,
+            PacketType::Ack => Flags::ECE.0 | Flags::NACK.0,
+            _ => Flags::ECE.0,
+        }
+    }
+}
+
+impl fmt::Display for PacketType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The 16-bit flags field: packet type in bits 0-3, modifiers in bits 8-11.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Flags(pub u16);
+
+impl Flags {
+    /// Mask of the packet type field.
+    pub const TYPE_MASK: u16 = 0x000F;
+    /// Mask of every modifier bit defined by this version.
+    pub const MODIFIER_MASK: u16 = 0x0F00;
+    /// Mask of the reserved bits, which must be zero.
+    pub const RESERVED_MASK: u16 = !(Flags::TYPE_MASK | Flags::MODIFIER_MASK);
+
+    /// First packet of a message (DATA only).
+    pub const FIRST: Flags = Flags(1 << 8);
+    /// Last packet of a message (DATA only).
+    pub const LAST: Flags = Flags(1 << 9);
+    /// Congestion experienced echo.
+    pub const ECE: Flags = Flags(1 << 10);
+    /// The SACK reports losses (ACK only; reserved for future use).
+    pub const NACK: Flags = Flags(1 << 11);
+
+    /// Returns flags with the given type and no modifiers.
+    pub const fn new(packet_type: PacketType) -> Flags {
+        Flags(packet_type.to_wire())
+    }
+
+    /// Returns these flags with the type field replaced.
+    pub const fn with_type(self, packet_type: PacketType) -> Flags {
+        Flags((self.0 & !Flags::TYPE_MASK) | packet_type.to_wire())
+    }
+
+    /// Returns these flags with the bits of `other` added.
+    pub const fn with(self, other: Flags) -> Flags {
+        Flags(self.0 | other.0)
+    }
+
+    /// Returns these flags with the bits of `other` cleared.
+    pub const fn without(self, other: Flags) -> Flags {
+        Flags(self.0 & !other.0)
+    }
+
+    /// Returns whether every bit of `other` is set.
+    pub const fn contains(self, other: Flags) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Returns the packet type, or `None` if the type field holds an unknown value.
+    pub const fn packet_type(self) -> Option<PacketType> {
+        PacketType::from_wire(self.0 & Flags::TYPE_MASK)
+    }
+
+    /// Returns whether [`Flags::FIRST`] is set.
+    pub const fn first(self) -> bool {
+        self.contains(Flags::FIRST)
+    }
+
+    /// Returns whether [`Flags::LAST`] is set.
+    pub const fn last(self) -> bool {
+        self.contains(Flags::LAST)
+    }
+
+    /// Returns whether [`Flags::ECE`] is set.
+    pub const fn ece(self) -> bool {
+        self.contains(Flags::ECE)
+    }
+
+    /// Returns whether [`Flags::NACK`] is set.
+    pub const fn nack(self) -> bool {
+        self.contains(Flags::NACK)
+    }
+
+    /// Returns whether the flags are acceptable on the wire for a packet of type `packet_type`.
+    ///
+    /// The type field must equal `packet_type`, reserved bits must be zero and only modifiers
+    /// allowed for the type may be set.
+    pub const fn is_valid_for(self, packet_type: PacketType) -> bool {
+        self.0 & Flags::TYPE_MASK == packet_type.to_wire()
+            && self.0 & Flags::RESERVED_MASK == 0
+            && self.0 & Flags::MODIFIER_MASK & !packet_type.allowed_modifiers() == 0
+    }
+}
+
+impl core::ops::BitOr for Flags {
+    type Output = Flags;
+
+    fn bitor(self, rhs: Flags) -> Flags {
+        self.with(rhs)
+    }
+}
+
+impl core::ops::BitOrAssign for Flags {
+    fn bitor_assign(&mut self, rhs: Flags) {
+        *self = self.with(rhs);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header and bodies
+// ---------------------------------------------------------------------------------------------
+
+/// The fixed header, without magic, version and checksum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Header {
+    /// Packet type and modifiers.
+    pub flags: Flags,
+    /// Connection identifier chosen at handshake.
+    pub session_id: u64,
+    /// Path the packet was sent on; in an ACK, the path of the packet being acknowledged.
+    pub path_id: u32,
+    /// Connection-level packet sequence number.
+    pub seq: u64,
+    /// Cumulative acknowledgement: every sequence number below it has arrived.
+    pub ack: u64,
+    /// Bytes after the header; filled in by [`decode`], derived from the body by [`encode`].
+    pub payload_len: u32,
+}
+
+impl Header {
+    /// Returns the packet type, or `None` if the type field holds an unknown value.
+    pub const fn packet_type(&self) -> Option<PacketType> {
+        self.flags.packet_type()
+    }
+
+    /// Returns the datagram length this header announces (`HEADER_LEN + payload_len`).
+    pub fn wire_len(&self) -> Option<usize> {
+        usize::try_from(self.payload_len)
+            .ok()?
+            .checked_add(HEADER_LEN)
+    }
+}
+
+/// One local address a peer offers for paths, as carried in SYN and SYN_ACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// Address family: [`FAMILY_V4`] or [`FAMILY_V6`].
+    pub family: u8,
+    /// Whether the endpoint is to be used only when no other path is usable.
+    pub backup: bool,
+    /// UDP port.
+    pub port: u16,
+    /// Address; an IPv4 address is in the first 4 bytes and the other 12 are zero.
+    pub addr: [u8; 16],
+}
+
+impl Endpoint {
+    /// Returns an IPv4 endpoint.
+    pub const fn v4(addr: [u8; 4], port: u16, backup: bool) -> Endpoint {
+        let mut full = [0u8; 16];
+        full[0] = addr[0];
+        full[1] = addr[1];
+        full[2] = addr[2];
+        full[3] = addr[3];
+        Endpoint {
+            family: FAMILY_V4,
+            backup,
+            port,
+            addr: full,
+        }
+    }
+
+    /// Returns an IPv6 endpoint.
+    pub const fn v6(addr: [u8; 16], port: u16, backup: bool) -> Endpoint {
+        Endpoint {
+            family: FAMILY_V6,
+            backup,
+            port,
+            addr,
+        }
+    }
+
+    /// Returns whether the endpoint can be encoded: a known family and, for IPv4, zero padding.
+    pub fn is_valid(&self) -> bool {
+        match self.family {
+            FAMILY_V6 => true,
+            FAMILY_V4 => self
+                .addr
+                .get(4..)
+                .is_some_and(|pad| pad.iter().all(|&b| b == 0)),
+            _ => false,
+        }
+    }
+
+    /// Returns the IPv4 address if this is an IPv4 endpoint.
+    pub fn ipv4(&self) -> Option<[u8; 4]> {
+        if self.family != FAMILY_V4 {
+            return None;
+        }
+        self.addr.get(..4)?.try_into().ok()
+    }
+
+    fn to_wire(self) -> [u8; ENDPOINT_LEN] {
+        let mut out = [0u8; ENDPOINT_LEN];
+        let [family, flags, port_hi, port_lo, addr @ ..] = &mut out;
+        let [hi, lo] = self.port.to_be_bytes();
+        *family = self.family;
+        *flags = if self.backup { ENDPOINT_FLAG_BACKUP } else { 0 };
+        *port_hi = hi;
+        *port_lo = lo;
+        *addr = self.addr;
+        out
+    }
+
+    fn from_wire(bytes: &[u8]) -> Option<Endpoint> {
+        let mut r = Reader::new(bytes);
+        let family = r.u8()?;
+        let flags = r.u8()?;
+        let port = r.u16()?;
+        let addr = r.array::<16>()?;
+        if !r.is_empty() || flags & !ENDPOINT_FLAG_BACKUP != 0 {
+            return None;
+        }
+        let ep = Endpoint {
+            family,
+            backup: flags & ENDPOINT_FLAG_BACKUP != 0,
+            port,
+            addr,
+        };
+        if ep.is_valid() {
+            Some(ep)
+        } else {
+            None
+        }
+    }
+}
+
+/// Storage of a handshake's endpoint list: wire bytes (decoded) or a slice (to encode).
+#[derive(Clone, Copy, Debug)]
+enum EndpointList<'a> {
+    /// Validated wire bytes, a multiple of `ENDPOINT_LEN` long.
+    Wire(&'a [u8]),
+    /// Endpoints given by the caller.
+    Slice(&'a [Endpoint]),
+}
+
+/// Body of SYN and SYN_ACK: initial sequence number, receive window and endpoint list.
+#[derive(Clone, Copy, Debug)]
+pub struct Handshake<'a> {
+    /// Sequence number of the sender's first packet.
+    pub initial_seq: u64,
+    /// Sender's receive window in bytes.
+    pub rwnd: u32,
+    list: EndpointList<'a>,
+}
+
+impl<'a> Handshake<'a> {
+    /// Returns a handshake body for encoding with the given endpoints.
+    pub const fn new(initial_seq: u64, rwnd: u32, endpoints: &'a [Endpoint]) -> Handshake<'a> {
+        Handshake {
+            initial_seq,
+            rwnd,
+            list: EndpointList::Slice(endpoints),
+        }
+    }
+
+    /// Returns an iterator over the endpoints, without allocating.
+    pub fn endpoints(&self) -> EndpointIter<'a> {
+        match self.list {
+            EndpointList::Wire(bytes) => EndpointIter {
+                inner: EndpointIterInner::Wire(bytes),
+            },
+            EndpointList::Slice(list) => EndpointIter {
+                inner: EndpointIterInner::Slice(list.iter()),
+            },
+        }
+    }
+
+    /// Returns the number of endpoints.
+    pub fn endpoint_count(&self) -> usize {
+        match self.list {
+            EndpointList::Wire(bytes) => bytes.len() / ENDPOINT_LEN,
+            EndpointList::Slice(list) => list.len(),
+        }
+    }
+
+    fn is_valid(&self) -> bool {
+        match self.list {
+            EndpointList::Wire(_) => true,
+            EndpointList::Slice(list) => {
+                list.len() <= MAX_ENDPOINTS && list.iter().all(Endpoint::is_valid)
+            }
+        }
+    }
+
+    fn wire_len(&self) -> Option<usize> {
+        self.endpoint_count()
+            .checked_mul(ENDPOINT_LEN)?
+            .checked_add(HANDSHAKE_FIXED_LEN)
+    }
+
+    fn write(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        let count = u8::try_from(self.endpoint_count()).map_err(|_| EncodeError::BadHandshake)?;
+        w.put(&self.initial_seq.to_be_bytes())?;
+        w.put(&self.rwnd.to_be_bytes())?;
+        w.put(&[count])?;
+        match self.list {
+            EndpointList::Wire(bytes) => w.put(bytes)?,
+            EndpointList::Slice(list) => {
+                for ep in list {
+                    w.put(&ep.to_wire())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn parse(payload: &'a [u8]) -> Result<Handshake<'a>, DecodeError> {
+        let mut r = Reader::new(payload);
+        let initial_seq = r.u64().ok_or(DecodeError::BadHandshake)?;
+        let rwnd = r.u32().ok_or(DecodeError::BadHandshake)?;
+        let count = usize::from(r.u8().ok_or(DecodeError::BadHandshake)?);
+        let rest = r.rest();
+        if count > MAX_ENDPOINTS || count.checked_mul(ENDPOINT_LEN) != Some(rest.len()) {
+            return Err(DecodeError::BadHandshake);
+        }
+        if !rest
+            .chunks_exact(ENDPOINT_LEN)
+            .all(|chunk| Endpoint::from_wire(chunk).is_some())
+        {
+            return Err(DecodeError::BadHandshake);
+        }
+        Ok(Handshake {
+            initial_seq,
+            rwnd,
+            list: EndpointList::Wire(rest),
+        })
+    }
+}
+
+impl PartialEq for Handshake<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.initial_seq == other.initial_seq
+            && self.rwnd == other.rwnd
+            && self.endpoint_count() == other.endpoint_count()
+            && self.endpoints().eq(other.endpoints())
+    }
+}
+
+impl Eq for Handshake<'_> {}
+
+#[derive(Clone, Debug)]
+enum EndpointIterInner<'a> {
+    /// Remaining wire bytes.
+    Wire(&'a [u8]),
+    Slice(core::slice::Iter<'a, Endpoint>),
+}
+
+/// Iterator over the endpoints of a [`Handshake`].
+#[derive(Clone, Debug)]
+pub struct EndpointIter<'a> {
+    inner: EndpointIterInner<'a>,
+}
+
+impl Iterator for EndpointIter<'_> {
+    type Item = Endpoint;
+
+    fn next(&mut self) -> Option<Endpoint> {
+        match &mut self.inner {
+            // Wire bytes were validated by decode, so no entry is skipped.
+            EndpointIterInner::Wire(bytes) => loop {
+                let entry = bytes.get(..ENDPOINT_LEN)?;
+                *bytes = bytes.get(ENDPOINT_LEN..)?;
+                if let Some(ep) = Endpoint::from_wire(entry) {
+                    return Some(ep);
+                }
+            },
+            EndpointIterInner::Slice(iter) => iter.next().copied(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.inner {
+            EndpointIterInner::Wire(bytes) => (0, Some(bytes.len() / ENDPOINT_LEN)),
+            EndpointIterInner::Slice(iter) => iter.size_hint(),
+        }
+    }
+}
+
+/// Body of ACK: echoed timestamp, receive window and selective acknowledgement bitmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Sack<'a> {
+    /// Send timestamp (ns) of the packet that triggered this ACK, echoed from it.
+    pub echo_ts: u64,
+    /// Receiver's window in bytes.
+    pub rwnd: u32,
+    /// Sequence number described by bit 0 of the bitmap; not below the header's `ack`.
+    pub base: u64,
+    /// Bitmap: bit `i` (byte `i / 8`, LSB first) set means `base + i` has arrived.
+    pub bitmap: &'a [u8],
+}
+
+impl<'a> Sack<'a> {
+    /// Returns a SACK body.
+    pub const fn new(echo_ts: u64, rwnd: u32, base: u64, bitmap: &'a [u8]) -> Sack<'a> {
+        Sack {
+            echo_ts,
+            rwnd,
+            base,
+            bitmap,
+        }
+    }
+
+    /// Returns whether the bitmap reports `seq` as received.
+    pub fn is_set(&self, seq: u64) -> bool {
+        let Some(off) = seq.checked_sub(self.base) else {
+            return false;
+        };
+        let Ok(byte) = usize::try_from(off / 8) else {
+            return false;
+        };
+        let bit = off % 8;
+        self.bitmap.get(byte).is_some_and(|&b| (b >> bit) & 1 != 0)
+    }
+
+    /// Returns one past the last sequence number the bitmap can describe (saturating).
+    pub fn end(&self) -> u64 {
+        let bits = u64::try_from(self.bitmap.len())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(8);
+        self.base.saturating_add(bits)
+    }
+
+    /// Returns an iterator over the sequence numbers the bitmap reports, in increasing order.
+    pub fn sacked(&self) -> SackIter<'a> {
+        SackIter {
+            bytes: self.bitmap.iter(),
+            base: self.base,
+            cur: 0,
+            cur_off: 0,
+            next_off: 0,
+        }
+    }
+
+    fn is_valid(&self, ack: u64) -> bool {
+        self.bitmap.len() <= MAX_SACK_BYTES
+            && self.base >= ack
+            && u64::try_from(self.bitmap.len())
+                .ok()
+                .and_then(|n| n.checked_mul(8))
+                .and_then(|bits| self.base.checked_add(bits))
+                .is_some()
+    }
+
+    fn wire_len(&self) -> Option<usize> {
+        SACK_FIXED_LEN.checked_add(self.bitmap.len())
+    }
+
+    fn write(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
+        let len = u16::try_from(self.bitmap.len()).map_err(|_| EncodeError::BadSack)?;
+        w.put(&self.echo_ts.to_be_bytes())?;
+        w.put(&self.base.to_be_bytes())?;
+        w.put(&self.rwnd.to_be_bytes())?;
+        w.put(&len.to_be_bytes())?;
+        w.put(self.bitmap)
+    }
+
+    fn parse(payload: &'a [u8], ack: u64) -> Result<Sack<'a>, DecodeError> {
+        let mut r = Reader::new(payload);
+        let echo_ts = r.u64().ok_or(DecodeError::BadSack)?;
+        let base = r.u64().ok_or(DecodeError::BadSack)?;
+        let rwnd = r.u32().ok_or(DecodeError::BadSack)?;
+        let len = usize::from(r.u16().ok_or(DecodeError::BadSack)?);
+        let bitmap = r.rest();
+        if len != bitmap.len() {
+            return Err(DecodeError::BadSack);
+        }
+        let sack = Sack {
+            echo_ts,
+            rwnd,
+            base,
+            bitmap,
+        };
+        if sack.is_valid(ack) {
+            Ok(sack)
+        } else {
+            Err(DecodeError::BadSack)
+        }
+    }
+}
+
+/// Iterator over the sequence numbers a [`Sack`] reports as received.
+#[derive(Clone, Debug)]
+pub struct SackIter<'a> {
+    bytes: core::slice::Iter<'a, u8>,
+    base: u64,
+    /// Bits of the current byte not yet returned.
+    cur: u8,
+    /// Bit offset of the current byte from `base`.
+    cur_off: u64,
+    /// Bit offset of the next byte from `base`.
+    next_off: u64,
+}
+
+impl Iterator for SackIter<'_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        while self.cur == 0 {
+            self.cur = *self.bytes.next()?;
+            self.cur_off = self.next_off;
+            self.next_off = self.next_off.saturating_add(8);
+        }
+        let bit = self.cur.trailing_zeros();
+        self.cur &= self.cur.wrapping_sub(1);
+        self.base
+            .checked_add(self.cur_off)?
+            .checked_add(u64::from(bit))
+    }
+}
+
+/// Body of PROBE and PROBE_ACK: a nonce and a send timestamp, echoed by the PROBE_ACK.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Probe {
+    /// Value chosen by the prober to match the answer.
+    pub nonce: u64,
+    /// Prober's send timestamp in ns.
+    pub ts: u64,
+}
+
+/// Type-specific part of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body<'a> {
+    /// SYN.
+    Syn(Handshake<'a>),
+    /// SYN_ACK.
+    SynAck(Handshake<'a>),
+    /// ACK.
+    Ack(Sack<'a>),
+    /// DATA: message bytes.
+    Data(&'a [u8]),
+    /// FIN.
+    Fin,
+    /// RST.
+    Rst,
+    /// PROBE.
+    Probe(Probe),
+    /// PROBE_ACK.
+    ProbeAck(Probe),
+}
+
+impl Body<'_> {
+    /// Returns the packet type this body belongs to.
+    pub const fn packet_type(&self) -> PacketType {
+        match self {
+            Body::Syn(_) => PacketType::Syn,
+            Body::SynAck(_) => PacketType::SynAck,
+            Body::Ack(_) => PacketType::Ack,
+            Body::Data(_) => PacketType::Data,
+            Body::Fin => PacketType::Fin,
+            Body::Rst => PacketType::Rst,
+            Body::Probe(_) => PacketType::Probe,
+            Body::ProbeAck(_) => PacketType::ProbeAck,
+        }
+    }
+
+    /// Returns the encoded length of the body (the header's `payload_len`).
+    pub fn wire_len(&self) -> Option<usize> {
+        match self {
+            Body::Syn(h) | Body::SynAck(h) => h.wire_len(),
+            Body::Ack(s) => s.wire_len(),
+            Body::Data(d) => Some(d.len()),
+            Body::Fin | Body::Rst => Some(0),
+            Body::Probe(_) | Body::ProbeAck(_) => Some(PROBE_LEN),
+        }
+    }
+}
+
+/// A decoded packet, borrowing variable-length parts from the datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packet<'a> {
+    /// Fixed header.
+    pub header: Header,
+    /// Type-specific body.
+    pub body: Body<'a>,
+}
+
+impl Packet<'_> {
+    /// Encodes the packet into `out`, see [`encode`].
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        encode(&self.header, &self.body, out)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/// Reason a datagram was rejected by [`decode`] or [`peek_header`].
+///
+/// Variants are listed, and ordered, in the order [`decode`] checks for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DecodeError {
+    /// Shorter than the fixed header.
+    Short,
+    /// Wrong magic.
+    BadMagic,
+    /// Unsupported version.
+    BadVersion,
+    /// `payload_len` does not match the datagram length.
+    LengthMismatch,
+    /// Checksum mismatch.
+    BadChecksum,
+    /// Unknown value in the packet type field.
+    UnknownType,
+    /// Reserved flag bits set, or a modifier not allowed for the packet type.
+    BadFlags,
+    /// Malformed ACK body: truncated, bitmap too long or not matching, base below `ack`.
+    BadSack,
+    /// Malformed SYN or SYN_ACK body: truncated, too many or invalid endpoints, trailing bytes.
+    BadHandshake,
+    /// Wrong body length for PROBE, PROBE_ACK, FIN or RST.
+    BadBody,
+}
+
+impl DecodeError {
+    /// Number of error kinds.
+    pub const COUNT: usize = 10;
+
+    /// Every error kind; `ALL[e.index()] == e`.
+    pub const ALL: [DecodeError; DecodeError::COUNT] = [
+        DecodeError::Short,
+        DecodeError::BadMagic,
+        DecodeError::BadVersion,
+        DecodeError::LengthMismatch,
+        DecodeError::BadChecksum,
+        DecodeError::UnknownType,
+        DecodeError::BadFlags,
+        DecodeError::BadSack,
+        DecodeError::BadHandshake,
+        DecodeError::BadBody,
+    ];
+
+    /// Returns a dense index in `0..COUNT`, for per-error counters.
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Returns a stable lower-case name, such as `"bad_checksum"`, for counters and netlink.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DecodeError::Short => "short",
+            DecodeError::BadMagic => "bad_magic",
+            DecodeError::BadVersion => "bad_version",
+            DecodeError::LengthMismatch => "length_mismatch",
+            DecodeError::BadChecksum => "bad_checksum",
+            DecodeError::UnknownType => "unknown_type",
+            DecodeError::BadFlags => "bad_flags",
+            DecodeError::BadSack => "bad_sack",
+            DecodeError::BadHandshake => "bad_handshake",
+            DecodeError::BadBody => "bad_body",
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Reason [`encode`], [`encode_header`] or [`seal`] refused to write a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EncodeError {
+    /// The output buffer is too small.
+    BufferTooSmall,
+    /// Reserved flag bits set, or a modifier not allowed for the packet type.
+    BadFlags,
+    /// The body does not fit in the 32-bit `payload_len`.
+    TooLong,
+    /// Bitmap longer than [`MAX_SACK_BYTES`], base below the header's `ack`, or past `u64`.
+    BadSack,
+    /// More than [`MAX_ENDPOINTS`] endpoints, or an endpoint that is not valid.
+    BadHandshake,
+    /// The buffer given to [`seal`] does not hold a header and exactly its `payload_len`.
+    LengthMismatch,
+}
+
+impl EncodeError {
+    /// Returns a stable lower-case name, such as `"buffer_too_small"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            EncodeError::BufferTooSmall => "buffer_too_small",
+            EncodeError::BadFlags => "bad_flags",
+            EncodeError::TooLong => "too_long",
+            EncodeError::BadSack => "bad_sack",
+            EncodeError::BadHandshake => "bad_handshake",
+            EncodeError::LengthMismatch => "length_mismatch",
+        }
+    }
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Byte cursors
+// ---------------------------------------------------------------------------------------------
+
+/// Bounds-checked big-endian reader over a byte slice.
+struct Reader<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { rest: buf }
+    }
+
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let head = self.rest.get(..n)?;
+        self.rest = self.rest.get(n..)?;
+        Some(head)
+    }
+
+    fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.array::<1>().map(u8::from_be_bytes)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        self.array::<2>().map(u16::from_be_bytes)
+    }
+
+    fn u32(&mut self) -> Option<u32> {
+        self.array::<4>().map(u32::from_be_bytes)
+    }
+
+    fn u64(&mut self) -> Option<u64> {
+        self.array::<8>().map(u64::from_be_bytes)
+    }
+
+    fn rest(&self) -> &'a [u8] {
+        self.rest
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+}
+
+/// Bounds-checked writer over a mutable byte slice.
+struct Writer<'a> {
+    rest: &'a mut [u8],
+}
+
+impl<'a> Writer<'a> {
+    fn new(buf: &'a mut [u8]) -> Writer<'a> {
+        Writer { rest: buf }
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<(), EncodeError> {
+        let rest = core::mem::take(&mut self.rest);
+        if bytes.len() > rest.len() {
+            self.rest = rest;
+            return Err(EncodeError::BufferTooSmall);
+        }
+        let (head, tail) = rest.split_at_mut(bytes.len());
+        head.copy_from_slice(bytes);
+        self.rest = tail;
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decoding
+// ---------------------------------------------------------------------------------------------
+
+/// Parses the fixed header, checking length, magic and version; returns it and the checksum.
+fn parse_fixed(buf: &[u8]) -> Result<(Header, u32), DecodeError> {
+    let mut r = Reader::new(buf);
+    let short = DecodeError::Short;
+    // Check the length first so that a short datagram is never reported as anything else.
+    if buf.len() < HEADER_LEN {
+        return Err(short);
+    }
+    if r.u32().ok_or(short)? != MAGIC {
+        return Err(DecodeError::BadMagic);
+    }
+    if r.u16().ok_or(short)? != VERSION {
+        return Err(DecodeError::BadVersion);
+    }
+    let flags = Flags(r.u16().ok_or(short)?);
+    let session_id = r.u64().ok_or(short)?;
+    let path_id = r.u32().ok_or(short)?;
+    let seq = r.u64().ok_or(short)?;
+    let ack = r.u64().ok_or(short)?;
+    let payload_len = r.u32().ok_or(short)?;
+    let checksum = r.u32().ok_or(short)?;
+    let header = Header {
+        flags,
+        session_id,
+        path_id,
+        seq,
+        ack,
+        payload_len,
+    };
+    Ok((header, checksum))
+}
+
+/// Cheap check of the fixed header only, for early drop: no checksum, no body.
+///
+/// Checks that `buf` holds at least [`HEADER_LEN`] bytes and the magic and version are right,
+/// and returns the header fields unverified. It does not compare `payload_len` with
+/// `buf.len()`, so `buf` may be just the first [`HEADER_LEN`] bytes of a datagram; compare
+/// [`Header::wire_len`] with the datagram length if needed. A packet accepted here may still
+/// be rejected by [`decode`].
+pub fn peek_header(buf: &[u8]) -> Result<Header, DecodeError> {
+    parse_fixed(buf).map(|(header, _)| header)
+}
+
+/// Parse and fully validate (checksum included) one datagram; never panics on any input.
+///
+/// `buf` must be exactly one datagram (the UDP payload). The returned packet borrows variable
+/// length parts (DATA bytes, SACK bitmap, endpoint list) from `buf`.
+pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    let (header, stored) = parse_fixed(buf)?;
+    let payload = buf.get(HEADER_LEN..).ok_or(DecodeError::Short)?;
+    if usize::try_from(header.payload_len).ok() != Some(payload.len()) {
+        return Err(DecodeError::LengthMismatch);
+    }
+    if packet_checksum(buf) != Some(stored) {
+        return Err(DecodeError::BadChecksum);
+    }
+    let ty = header.flags.packet_type().ok_or(DecodeError::UnknownType)?;
+    if !header.flags.is_valid_for(ty) {
+        return Err(DecodeError::BadFlags);
+    }
+    let body = match ty {
+        PacketType::Syn => Body::Syn(Handshake::parse(payload)?),
+        PacketType::SynAck => Body::SynAck(Handshake::parse(payload)?),
+        PacketType::Ack => Body::Ack(Sack::parse(payload, header.ack)?),
+        PacketType::Data => Body::Data(payload),
+        PacketType::Fin | PacketType::Rst => {
+            if !payload.is_empty() {
+                return Err(DecodeError::BadBody);
+            }
+            if ty == PacketType::Fin {
+                Body::Fin
+            } else {
+                Body::Rst
+            }
+        }
+        PacketType::Probe | PacketType::ProbeAck => {
+            let mut r = Reader::new(payload);
+            let nonce = r.u64().ok_or(DecodeError::BadBody)?;
+            let ts = r.u64().ok_or(DecodeError::BadBody)?;
+            if !r.is_empty() {
+                return Err(DecodeError::BadBody);
+            }
+            let probe = Probe { nonce, ts };
+            if ty == PacketType::Probe {
+                Body::Probe(probe)
+            } else {
+                Body::ProbeAck(probe)
+            }
+        }
+    };
+    Ok(Packet { header, body })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding
+// ---------------------------------------------------------------------------------------------
+
+fn write_header(
+    w: &mut Writer<'_>,
+    header: &Header,
+    flags: Flags,
+    payload_len: u32,
+) -> Result<(), EncodeError> {
+    w.put(&MAGIC.to_be_bytes())?;
+    w.put(&VERSION.to_be_bytes())?;
+    w.put(&flags.0.to_be_bytes())?;
+    w.put(&header.session_id.to_be_bytes())?;
+    w.put(&header.path_id.to_be_bytes())?;
+    w.put(&header.seq.to_be_bytes())?;
+    w.put(&header.ack.to_be_bytes())?;
+    w.put(&payload_len.to_be_bytes())?;
+    w.put(&0u32.to_be_bytes())
+}
+
+/// Serialise into `out`; returns bytes written, computing payload_len and checksum.
+///
+/// The type field of `header.flags` is set from `body`; the modifiers are kept and must be
+/// allowed for the type (see [`Flags::is_valid_for`]). `header.payload_len` is ignored. Every
+/// packet this function writes is accepted by [`decode`], which returns the same header (with
+/// the type and `payload_len` filled in) and an equal body.
+pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let ty = body.packet_type();
+    let flags = header.flags.with_type(ty);
+    if !flags.is_valid_for(ty) {
+        return Err(EncodeError::BadFlags);
+    }
+    match body {
+        Body::Syn(h) | Body::SynAck(h) if !h.is_valid() => return Err(EncodeError::BadHandshake),
+        Body::Ack(s) if !s.is_valid(header.ack) => return Err(EncodeError::BadSack),
+        _ => {}
+    }
+    let body_len = body.wire_len().ok_or(EncodeError::TooLong)?;
+    let payload_len = u32::try_from(body_len).map_err(|_| EncodeError::TooLong)?;
+    let total = HEADER_LEN
+        .checked_add(body_len)
+        .ok_or(EncodeError::TooLong)?;
+    let out = out.get_mut(..total).ok_or(EncodeError::BufferTooSmall)?;
+    let mut w = Writer::new(out);
+    write_header(&mut w, header, flags, payload_len)?;
+    match body {
+        Body::Syn(h) | Body::SynAck(h) => h.write(&mut w)?,
+        Body::Ack(s) => s.write(&mut w)?,
+        Body::Data(d) => w.put(d)?,
+        Body::Fin | Body::Rst => {}
+        Body::Probe(p) | Body::ProbeAck(p) => {
+            w.put(&p.nonce.to_be_bytes())?;
+            w.put(&p.ts.to_be_bytes())?;
+        }
+    }
+    seal(out)?;
+    Ok(total)
+}
+
+/// Writes the fixed header alone into `out`, with `header.payload_len` as given and a zero
+/// checksum; returns [`HEADER_LEN`].
+///
+/// For building a packet in place: write the header, put `payload_len` bytes of body after it,
+/// then call [`seal`]. The flags must be valid for their packet type.
+pub fn encode_header(header: &Header, out: &mut [u8]) -> Result<usize, EncodeError> {
+    let ty = header.flags.packet_type().ok_or(EncodeError::BadFlags)?;
+    if !header.flags.is_valid_for(ty) {
+        return Err(EncodeError::BadFlags);
+    }
+    let out = out
+        .get_mut(..HEADER_LEN)
+        .ok_or(EncodeError::BufferTooSmall)?;
+    let mut w = Writer::new(out);
+    write_header(&mut w, header, header.flags, header.payload_len)?;
+    Ok(HEADER_LEN)
+}
+
+/// Computes the checksum of a complete packet and stores it in the header.
+///
+/// `packet` must be exactly a header and the `payload_len` bytes it announces. The body is not
+/// validated.
+pub fn seal(packet: &mut [u8]) -> Result<(), EncodeError> {
+    let header = peek_header(packet).map_err(|_| EncodeError::LengthMismatch)?;
+    if header.wire_len() != Some(packet.len()) {
+        return Err(EncodeError::LengthMismatch);
+    }
+    let crc = packet_checksum(packet).ok_or(EncodeError::LengthMismatch)?;
+    let field = packet
+        .get_mut(CHECKSUM_OFFSET..HEADER_LEN)
+        .ok_or(EncodeError::LengthMismatch)?;
+    field.copy_from_slice(&crc.to_be_bytes());
+    Ok(())
+}
+
+/// Returns the checksum of a datagram as the header's checksum field should hold it.
+///
+/// The checksum field itself is read as zero. Returns `None` if `buf` is shorter than the
+/// header.
+pub fn packet_checksum(buf: &[u8]) -> Option<u32> {
+    let head = buf.get(..CHECKSUM_OFFSET)?;
+    let payload = buf.get(HEADER_LEN..)?;
+    let crc = crc32c(0, head);
+    let crc = crc32c(crc, &[0u8; HEADER_LEN - CHECKSUM_OFFSET]);
+    Some(crc32c(crc, payload))
+}
+
+// ---------------------------------------------------------------------------------------------
+// CRC32C
+// ---------------------------------------------------------------------------------------------
+
+/// Reflected CRC32C (Castagnoli) polynomial.
+const CRC32C_POLY: u32 = 0x82F6_3B78;
+
+/// Tables for slicing-by-8: `TABLES[0]` is the byte-wise table, `TABLES[k]` advances `k` more
+/// zero bytes.
+static CRC32C_TABLES: [[u32; 256]; 8] = crc32c_tables();
+
+const fn crc32c_tables() -> [[u32; 256]; 8] {
+    let mut t = [[0u32; 256]; 8];
+    let mut i = 0;
+    while i < 256 {
+        let mut c = i as u32;
+        let mut k = 0;
+        while k < 8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ CRC32C_POLY
+            } else {
+                c >> 1
+            };
+            k += 1;
+        }
+        t[0][i] = c;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 256 {
+        let mut s = 1;
+        while s < 8 {
+            let prev = t[s - 1][i];
+            t[s][i] = (prev >> 8) ^ t[0][(prev & 0xFF) as usize];
+            s += 1;
+        }
+        i += 1;
+    }
+    t
+}
+
+#[inline(always)]
+fn crc_tab(slice: usize, byte: u8) -> u32 {
+    // A u8 index is always in bounds of a 256-entry table; `get` keeps that visible.
+    CRC32C_TABLES
+        .get(slice)
+        .and_then(|t| t.get(usize::from(byte)))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Updates a raw CRC32C register with `data`, without the initial and final inversions.
+///
+/// This is the convention of the kernel's `crc32c(crc, p, len)`: the iSCSI checksum of `data`
+/// is `!crc32c_raw(!0, data)`.
+pub fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
+    let mut chunks = data.chunks_exact(8);
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            continue;
+        };
+        let v = u64::from_le_bytes(word) ^ u64::from(crc);
+        let b = v.to_le_bytes();
+        crc = crc_tab(7, b[0])
+            ^ crc_tab(6, b[1])
+            ^ crc_tab(5, b[2])
+            ^ crc_tab(4, b[3])
+            ^ crc_tab(3, b[4])
+            ^ crc_tab(2, b[5])
+            ^ crc_tab(1, b[6])
+            ^ crc_tab(0, b[7]);
+    }
+    for &byte in chunks.remainder() {
+        crc = crc_tab(0, (crc as u8) ^ byte) ^ (crc >> 8);
+    }
+    crc
+}
+
+/// Returns the CRC32C of `data` continued from `init`, the CRC32C of the preceding bytes.
+///
+/// Start with `init = 0`: `crc32c(0, b"123456789") == 0xE3069283`, and
+/// `crc32c(crc32c(0, a), b)` equals the CRC32C of `a` followed by `b`. Equivalent to
+/// `!crc32c_raw(!init, data)`.
+pub fn crc32c(init: u32, data: &[u8]) -> u32 {
+    !crc32c_raw(!init, data)
+}

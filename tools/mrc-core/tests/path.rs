@@ -1,0 +1,658 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Unit tests of the path table, failure detector and scheduler in `mrc_path.rs`.
+
+use mrc_core::mrc_cc::{CcKind, CongestionControl};
+use mrc_core::mrc_path::{
+    Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, TickResult, Transition,
+    MAX_PATHS, WEIGHT_DEFAULT,
+};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const MSS: u32 = 1400;
+
+fn ids(n: u32) -> PathIds {
+    PathIds {
+        path_id: 1000 + n,
+        plane: (n % 4) as u8,
+        entropy: 49152 + n as u16,
+    }
+}
+
+fn table(n: u32) -> PathTable {
+    table_cfg(n, PathConfig::default())
+}
+
+/// A table whose paths each have one 100 us RTT sample from time 0, so that
+/// probe timeouts are at their 1 ms floor.
+fn primed(n: u32) -> PathTable {
+    let mut t = table(n);
+    for i in 0..n as PathIdx {
+        t.on_probe_ack(i, 0, 100 * US);
+    }
+    t
+}
+
+fn table_cfg(n: u32, cfg: PathConfig) -> PathTable {
+    let mut t = PathTable::new(cfg);
+    for i in 0..n {
+        assert_eq!(t.add(0, ids(i), false), Some(i as PathIdx));
+    }
+    t
+}
+
+/// Runs one tick at `now`, sends the requested probes and answers those of
+/// paths not in `dead` 50 us later.
+fn service(t: &mut PathTable, now: u64, dead: &[PathIdx]) -> TickResult {
+    let r = t.on_tick(now);
+    for i in r.probe.iter() {
+        t.on_probe_sent(i, now);
+        if !dead.contains(&i) {
+            t.on_probe_ack(i, now + 50 * US, 50 * US);
+        }
+    }
+    r
+}
+
+/// Follows `next_timer` from `from` to `to`, servicing each tick, and returns
+/// the probe times and state changes of path `watch`.
+fn run(
+    t: &mut PathTable,
+    from: u64,
+    to: u64,
+    dead: &[PathIdx],
+    watch: PathIdx,
+) -> (Vec<u64>, Vec<(u64, PathState)>) {
+    let mut probes = Vec::new();
+    let mut changes = Vec::new();
+    let mut now = from;
+    for _ in 0..100_000 {
+        let Some(next) = t.next_timer(now) else {
+            break;
+        };
+        if next > to {
+            break;
+        }
+        now = next;
+        let r = service(t, now, dead);
+        if r.probe.contains(watch) {
+            probes.push(now);
+        }
+        if r.changed.contains(watch) {
+            changes.push((now, t.get(watch).unwrap().state()));
+        }
+        // Answers land 50 us after the tick; never stall on one instant.
+        now += 1;
+    }
+    (probes, changes)
+}
+
+#[test]
+fn path_is_small() {
+    let size = core::mem::size_of::<Path>();
+    assert!(size < 256, "Path is {size} bytes");
+    eprintln!(
+        "Path {size} B, PathTable {} B",
+        core::mem::size_of::<PathTable>()
+    );
+    assert!(core::mem::size_of::<PathTable>() < MAX_PATHS * 256 + 256);
+}
+
+#[test]
+fn add_remove_find_iterate() {
+    let mut t = PathTable::new(PathConfig::default());
+    assert!(t.is_empty());
+    assert_eq!(t.next_timer(0), None);
+    for i in 0..MAX_PATHS as u32 {
+        assert_eq!(t.add(5, ids(i), i % 2 == 1), Some(i as usize));
+    }
+    assert_eq!(t.add(5, ids(999), false), None);
+    assert_eq!(t.len(), MAX_PATHS);
+    assert_eq!(t.paths_in_state(PathState::Active), MAX_PATHS);
+    assert_eq!(t.find(1000 + 77), Some(77));
+    assert_eq!(t.find(7), None);
+    let p = t.get(77).unwrap();
+    assert_eq!(p.ids(), ids(77));
+    assert!(p.is_backup());
+    assert_eq!(p.state(), PathState::Active);
+    assert_eq!(p.state_since_ns(), 5);
+    assert_eq!(p.weight(), WEIGHT_DEFAULT);
+    assert_eq!(p.srtt_ns(), None);
+    assert_eq!(p.cwnd(), 10 * MSS);
+    assert_eq!(p.cc().kind(), CcKind::Delay);
+    assert!(t.remove(77));
+    assert!(!t.remove(77));
+    assert!(!t.remove(MAX_PATHS));
+    assert_eq!(t.len(), MAX_PATHS - 1);
+    assert!(t.get(77).is_none());
+    assert_eq!(t.iter().count(), MAX_PATHS - 1);
+    assert!(t.iter().all(|(i, p)| p.ids() == ids(i as u32)));
+    // The freed slot is reused.
+    assert_eq!(t.add(6, ids(500), false), Some(77));
+}
+
+#[test]
+fn path_set_operations() {
+    let mut s = PathSet::EMPTY;
+    assert!(s.is_empty());
+    for i in [0, 63, 64, 200, 255, 256, 10_000] {
+        s.insert(i);
+    }
+    assert_eq!(s.len(), 5);
+    assert!(s.contains(63) && s.contains(255) && !s.contains(256) && !s.contains(1));
+    assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 63, 64, 200, 255]);
+    s.remove(64);
+    s.remove(9999);
+    assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 63, 200, 255]);
+}
+
+#[test]
+fn rtt_estimation_follows_rfc6298() {
+    let mut t = table(1);
+    t.on_sent(0, 0, 1000, false);
+    t.on_ack(0, 100 * US, 1000, Some(100 * US), false);
+    let p = t.get(0).unwrap();
+    assert_eq!(p.srtt_ns(), Some(100_000));
+    assert_eq!(p.rttvar_ns(), Some(50_000));
+    assert_eq!(p.min_rtt_ns(), Some(100_000));
+    t.on_ack(0, 200 * US, 0, Some(200 * US), false);
+    let p = t.get(0).unwrap();
+    // rttvar = 3/4 * 50 + 1/4 * |100 - 200|; srtt = 7/8 * 100 + 1/8 * 200.
+    assert_eq!(p.rttvar_ns(), Some(62_500));
+    assert_eq!(p.srtt_ns(), Some(112_500));
+    t.on_probe_ack(0, 300 * US, 50 * US);
+    let p = t.get(0).unwrap();
+    assert_eq!(p.rttvar_ns(), Some(62_500));
+    assert_eq!(p.srtt_ns(), Some(104_687));
+    assert_eq!(p.min_rtt_ns(), Some(50_000));
+    // srtt + 4 * rttvar = 354 us, below the 1 ms floors.
+    assert_eq!(t.rto_ns(0), Some(MS));
+    assert_eq!(t.probe_timeout_ns(0), Some(MS));
+    // Large samples raise both; the RTO is capped.
+    for _ in 0..50 {
+        t.on_ack(0, 400 * US, 0, Some(5_000 * MS), false);
+    }
+    assert_eq!(t.rto_ns(0), Some(1_000 * MS));
+    assert_eq!(t.probe_timeout_ns(0), Some(100 * MS));
+    assert_eq!(t.rto_ns(1), None);
+    // Degenerate samples are clamped, not trusted blindly.
+    let mut t = table(1);
+    t.on_ack(0, 0, 0, Some(0), false);
+    assert_eq!(t.get(0).unwrap().srtt_ns(), Some(1));
+    t.on_ack(0, 0, 0, Some(u64::MAX), false);
+    assert!(t.get(0).unwrap().srtt_ns().unwrap() <= u64::from(u32::MAX));
+}
+
+#[test]
+fn counters_and_inflight() {
+    let mut t = table(1);
+    t.on_sent(0, 0, 1000, false);
+    t.on_sent(0, 1, 1000, false);
+    t.on_sent(0, 2, 500, true);
+    assert_eq!(t.get(0).unwrap().inflight(), 2500);
+    assert_eq!(t.total_inflight(), 2500);
+    t.on_ack(0, 10, 1000, None, false);
+    t.on_loss(0, 11, 1000);
+    let p = t.get(0).unwrap();
+    assert_eq!(p.inflight(), 500);
+    assert_eq!(p.last_send_ns(), 2);
+    assert_eq!(p.last_ack_ns(), 10);
+    let c = p.counters();
+    assert_eq!((c.bytes_sent, c.pkts_sent), (2500, 3));
+    assert_eq!((c.bytes_retx, c.pkts_retx), (500, 1));
+    assert_eq!((c.bytes_acked, c.pkts_acked), (1000, 1));
+    assert_eq!((c.bytes_lost, c.pkts_lost), (1000, 1));
+    // More acknowledged than in flight saturates at zero.
+    t.on_ack(0, 12, 9000, None, false);
+    assert_eq!(t.get(0).unwrap().inflight(), 0);
+}
+
+#[test]
+fn idle_heartbeat_slow_when_idle_fast_when_busy() {
+    let mut t = table(2);
+    // Nothing in flight anywhere: 100 ms heartbeat.
+    assert_eq!(t.next_timer(0), Some(100 * MS));
+    assert_eq!(t.on_tick(99 * MS), TickResult::default());
+    let r = service(&mut t, 100 * MS, &[]);
+    assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![0, 1]);
+    assert!(r.changed.is_empty());
+    let p = t.get(0).unwrap();
+    assert_eq!(p.counters().probes_sent, 1);
+    assert!(!p.probe_outstanding());
+    assert_eq!(p.last_probe_ns(), 100 * MS);
+    // Answered at 100.05 ms: next heartbeat 100 ms after the answer.
+    assert_eq!(t.next_timer(100 * MS + 60 * US), Some(200 * MS + 50 * US));
+    // Path 0 gets busy and keeps being acknowledged: path 1 is now probed
+    // every millisecond, path 0 not at all.
+    let (mut probes0, mut probes1) = (0, 0);
+    let mut now = 101 * MS;
+    while now < 111 * MS {
+        t.on_sent(0, now, 1000, false);
+        t.on_ack(0, now + 100 * US, 1000, Some(100 * US), false);
+        t.on_sent(0, now + 100 * US, 1000, false);
+        let r = service(&mut t, now + 100 * US, &[]);
+        probes0 += usize::from(r.probe.contains(0));
+        probes1 += usize::from(r.probe.contains(1));
+        now += 100 * US;
+        t.on_ack(0, now, 1000, Some(100 * US), false);
+    }
+    assert_eq!(probes0, 0);
+    assert!((9..=11).contains(&probes1), "{probes1} probes");
+    assert_eq!(t.paths_in_state(PathState::Active), 2);
+}
+
+#[test]
+fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
+    let mut t = table(2);
+    t.on_sent(0, 0, 1000, false);
+    t.on_ack(0, 100 * US, 1000, Some(100 * US), false);
+    t.on_sent(0, 200 * US, 1000, false);
+    // Silent for a probe timeout (1 ms) after becoming busy.
+    assert_eq!(t.next_timer(200 * US), Some(MS));
+    let (probes, changes) = run(&mut t, 200 * US, 300 * MS, &[0], 0);
+    let p = t.get(0).unwrap();
+    assert_eq!(p.state(), PathState::Failed);
+    assert_eq!(p.prev_state(), PathState::Suspect);
+    assert_eq!(
+        changes,
+        vec![
+            (1200 * US, PathState::Suspect),
+            (3200 * US, PathState::Failed)
+        ]
+    );
+    // Suspect: probed at once and again when each probe times out. Failed:
+    // backoff doubling from two timeouts up to the 100 ms cap.
+    let gaps: Vec<u64> = probes.windows(2).map(|w| (w[1] - w[0]) / US).collect();
+    assert_eq!(probes[0], 1200 * US);
+    assert_eq!(
+        gaps,
+        vec![1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000]
+    );
+    assert_eq!(t.get(1).unwrap().state(), PathState::Active);
+    assert!(p.counters().probes_missed >= 3);
+}
+
+#[test]
+fn idle_dead_path_misses_probes() {
+    let mut t = primed(3);
+    // Heartbeat at 100 ms, Suspect at 101 ms, Failed at 103 ms.
+    let (probes, changes) = run(&mut t, 0, 103 * MS + 500 * US, &[2], 2);
+    assert_eq!(probes, vec![100 * MS, 101 * MS, 102 * MS]);
+    assert_eq!(
+        changes,
+        vec![
+            (101 * MS, PathState::Suspect),
+            (103 * MS, PathState::Failed)
+        ]
+    );
+    assert_eq!(t.paths_in_state(PathState::Active), 2);
+    assert_eq!(t.paths_in_state(PathState::Failed), 1);
+}
+
+#[test]
+fn probe_ack_returns_suspect_and_failed_to_active() {
+    let mut t = primed(2);
+    t.on_sent(0, 0, 1000, false);
+    let r = service(&mut t, MS, &[0]);
+    assert!(r.changed.contains(0) && r.probe.contains(0));
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    // A late data acknowledgement does not clear suspicion; a probe answer does.
+    t.on_ack(0, MS + 10, 1000, Some(900 * US), false);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    let tr = t.on_probe_ack(0, MS + 100 * US, 100 * US);
+    assert_eq!(
+        tr,
+        Some(Transition {
+            from: PathState::Suspect,
+            to: PathState::Active,
+            at_ns: MS + 100 * US
+        })
+    );
+    assert_eq!(t.get(0).unwrap().missed_probes(), 0);
+    // Busy and silent again: Failed this time.
+    t.on_sent(0, 2 * MS, 1000, false);
+    let (_, changes) = run(&mut t, 2 * MS, 10 * MS, &[0], 0);
+    assert_eq!(
+        changes,
+        vec![(3 * MS, PathState::Suspect), (5 * MS, PathState::Failed)]
+    );
+    let tr = t.on_probe_ack(0, 20 * MS, 100 * US).unwrap();
+    assert_eq!((tr.from, tr.to), (PathState::Failed, PathState::Active));
+    let p = t.get(0).unwrap();
+    assert_eq!(p.cwnd(), 10 * MSS);
+    assert!(p.cc().in_slow_start());
+    // A second answer is no transition.
+    assert_eq!(t.on_probe_ack(0, 21 * MS, 100 * US), None);
+}
+
+#[test]
+fn failed_path_window_is_reset_on_recovery() {
+    let mut t = table(2);
+    // Grow path 0's window, then fail it.
+    let mut now = 0;
+    for _ in 0..5 {
+        let w = t.get(0).unwrap().cwnd();
+        for _ in 0..w / MSS {
+            t.on_sent(0, now, MSS, false);
+        }
+        now += 100 * US;
+        for _ in 0..w / MSS {
+            t.on_ack(0, now, MSS, Some(100 * US), false);
+        }
+    }
+    assert!(t.get(0).unwrap().cwnd() > 100 * MSS);
+    t.on_sent(0, now, MSS, false);
+    run(&mut t, now, now + 10 * MS, &[0], 0);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Failed);
+    t.on_probe_ack(0, now + 20 * MS, 100 * US);
+    assert_eq!(t.get(0).unwrap().cwnd(), 10 * MSS);
+}
+
+#[test]
+fn loss_burst_makes_suspect_and_acks_reset_the_count() {
+    let mut t = table(2);
+    for i in 0..10 {
+        t.on_sent(0, i, MSS, false);
+    }
+    assert_eq!(t.on_loss(0, 20, MSS), None);
+    assert_eq!(t.on_loss(0, 21, MSS), None);
+    t.on_ack(0, 22, MSS, Some(100 * US), false);
+    assert_eq!(t.on_loss(0, 23, MSS), None);
+    assert_eq!(t.on_loss(0, 24, MSS), None);
+    let tr = t.on_loss(0, 25, MSS).unwrap();
+    assert_eq!(
+        (tr.from, tr.to, tr.at_ns),
+        (PathState::Active, PathState::Suspect, 25)
+    );
+    // Suspect wants a probe at once.
+    assert_eq!(t.next_timer(30), Some(30));
+    let r = t.on_tick(30);
+    assert!(r.probe.contains(0) && !r.changed.contains(0));
+    // Losses on a path that is not Active change nothing.
+    assert_eq!(t.on_loss(0, 31, MSS), None);
+    assert_eq!(t.on_loss(9, 31, MSS), None);
+}
+
+#[test]
+fn active_floor_survives_loss_bursts() {
+    let mut t = table(3);
+    for idx in 0..3 {
+        for i in 0..4 {
+            t.on_loss(idx, i, MSS);
+        }
+    }
+    // With min_active = 1 the last Active path stays Active.
+    assert_eq!(t.paths_in_state(PathState::Suspect), 2);
+    assert_eq!(t.get(2).unwrap().state(), PathState::Active);
+    assert!(t.pick_path(10, MSS).is_some());
+    let cfg = PathConfig {
+        min_active: 2,
+        ..PathConfig::default()
+    };
+    let mut t = table_cfg(3, cfg);
+    for idx in 0..3 {
+        for i in 0..4 {
+            t.on_loss(idx, i, MSS);
+        }
+    }
+    assert_eq!(t.paths_in_state(PathState::Active), 2);
+}
+
+#[test]
+fn active_floor_yields_to_real_probe_misses() {
+    // A single busy path that goes silent stays Active (it is the floor) and
+    // keeps carrying data while it is probed, but fails after three misses.
+    let mut t = primed(1);
+    t.on_sent(0, 0, 1000, false);
+    let r = service(&mut t, MS, &[0]);
+    assert!(r.probe.contains(0) && r.changed.is_empty());
+    let p = t.get(0).unwrap();
+    assert_eq!(p.state(), PathState::Active);
+    assert_eq!(p.missed_probes(), 1);
+    assert_eq!(t.pick_path(MS, MSS), Some(0));
+    let (_, changes) = run(&mut t, MS + 1, 10 * MS, &[0], 0);
+    assert_eq!(changes, vec![(3 * MS, PathState::Failed)]);
+    assert_eq!(t.pick_path(10 * MS, MSS), None);
+    // An acknowledgement while still Active clears the misses.
+    let mut t = primed(1);
+    t.on_sent(0, 0, 1000, false);
+    service(&mut t, MS, &[0]);
+    t.on_ack(0, MS + 10, 1000, None, false);
+    assert_eq!(t.get(0).unwrap().missed_probes(), 0);
+}
+
+#[test]
+fn miss_threshold_one_fails_at_once() {
+    let cfg = PathConfig {
+        miss_threshold: 0,
+        ..PathConfig::default()
+    };
+    let mut t = table_cfg(2, cfg);
+    t.on_probe_ack(1, 0, 100 * US);
+    t.on_sent(1, 0, 1000, false);
+    let r = service(&mut t, MS, &[1]);
+    assert!(r.changed.contains(1) && !r.probe.contains(1));
+    assert_eq!(t.get(1).unwrap().state(), PathState::Failed);
+    assert_eq!(t.get(1).unwrap().prev_state(), PathState::Active);
+}
+
+#[test]
+fn scheduler_prefers_fast_path_and_skips_full_windows() {
+    let mut t = table(2);
+    t.on_probe_ack(0, 0, 100 * US);
+    t.on_probe_ack(1, 0, MS);
+    let mut picks = Vec::new();
+    while let Some(i) = t.pick_path(0, MSS) {
+        t.on_sent(i, 0, MSS, false);
+        picks.push(i);
+        assert!(picks.len() < 100);
+    }
+    // Path 0 fills its window first (its worst estimate, 200 us, beats path
+    // 1's best, 1.1 ms), then path 1, then nothing has room.
+    let mut expect = vec![0; 10];
+    expect.extend(vec![1; 10]);
+    assert_eq!(picks, expect);
+    // An acknowledgement frees room on path 0 only.
+    t.on_ack(0, 100 * US, MSS, Some(100 * US), false);
+    assert_eq!(t.pick_path(0, MSS), Some(0));
+    // A packet larger than any room waits (slow start grew path 0's window
+    // by the acknowledged bytes, so it has room for two segments).
+    assert_eq!(t.pick_path(0, 3 * MSS), None);
+}
+
+#[test]
+fn scheduler_balances_equal_paths_and_honours_weight() {
+    let mut t = table(4);
+    for i in 0..4 {
+        t.on_probe_ack(i, 0, 100 * US);
+    }
+    let mut count = [0; 4];
+    for _ in 0..20 {
+        let i = t.pick_path(0, MSS).unwrap();
+        t.on_sent(i, 0, MSS, false);
+        count[i] += 1;
+    }
+    assert_eq!(count, [5; 4]);
+    let mut t = table(2);
+    t.on_probe_ack(0, 0, 100 * US);
+    t.on_probe_ack(1, 0, 100 * US);
+    t.set_weight(1, 2 * WEIGHT_DEFAULT);
+    assert_eq!(t.pick_path(0, MSS), Some(1));
+    t.set_weight(1, 0);
+    assert_eq!(t.get(1).unwrap().weight(), 1);
+    assert_eq!(t.pick_path(0, MSS), Some(0));
+}
+
+#[test]
+fn backup_used_only_without_active_primary() {
+    let mut t = table(1);
+    let b = t.add(0, ids(9), true).unwrap();
+    t.on_probe_ack(0, 0, MS);
+    t.on_probe_ack(b, 0, 10 * US);
+    // The faster backup is ignored while the primary is Active ...
+    assert_eq!(t.pick_path(0, MSS), Some(0));
+    // ... even when the primary's window is full.
+    for _ in 0..10 {
+        t.on_sent(0, 0, MSS, false);
+    }
+    assert_eq!(t.pick_path(0, MSS), None);
+    // Primary Suspect: the backup carries the data.
+    t.set_backup(b, true);
+    for i in 0..3 {
+        t.on_loss(0, 10 + i, MSS);
+    }
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    assert_eq!(t.pick_path(20, MSS), Some(b));
+    t.on_probe_ack(0, 30, MS);
+    for _ in 0..10 {
+        t.on_ack(0, 31, MSS, None, false);
+    }
+    assert_eq!(t.pick_path(31, MSS), Some(0));
+    // Unmarking the backup makes it a regular, and here faster, path.
+    t.set_backup(b, false);
+    assert_eq!(t.pick_path(31, MSS), Some(b));
+}
+
+#[test]
+fn retransmit_avoids_the_path_it_was_lost_on() {
+    let mut t = table(3);
+    t.set_backup(2, true);
+    t.on_probe_ack(0, 0, 100 * US);
+    t.on_probe_ack(1, 0, 200 * US);
+    t.on_probe_ack(2, 0, 50 * US);
+    assert_eq!(t.pick_retransmit_path(MSS, None), Some(0));
+    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(1));
+    assert_eq!(t.pick_retransmit_path(MSS, Some(1)), Some(0));
+    // Path 1 Suspect: the backup is next in line.
+    for i in 0..3 {
+        t.on_loss(1, i, MSS);
+    }
+    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(2));
+    // The backup full too: wait for its window rather than resend on path 0.
+    for _ in 0..10 {
+        t.on_sent(2, 5, MSS, false);
+    }
+    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), None);
+    // With no other Active path, the original path is the last resort.
+    for i in 0..3 {
+        t.on_loss(2, 6 + i, MSS);
+    }
+    assert_eq!(t.get(2).unwrap().state(), PathState::Suspect);
+    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(0));
+    // The original path not Active either: wait.
+    let cfg = PathConfig {
+        min_active: 0,
+        ..PathConfig::default()
+    };
+    let mut t = table_cfg(1, cfg);
+    for i in 0..3 {
+        t.on_loss(0, i, MSS);
+    }
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), None);
+    assert_eq!(t.pick_retransmit_path(MSS, None), None);
+}
+
+#[test]
+fn suspect_and_failed_paths_get_no_new_data() {
+    let mut t = primed(3);
+    for i in 0..3 {
+        t.on_loss(1, i, MSS);
+    }
+    t.on_sent(2, 0, 1000, false);
+    run(&mut t, 0, 10 * MS, &[2], 2);
+    assert_eq!(t.get(1).unwrap().state(), PathState::Active);
+    assert_eq!(t.get(2).unwrap().state(), PathState::Failed);
+    for _ in 0..100 {
+        let Some(i) = t.pick_path(10 * MS, MSS) else {
+            break;
+        };
+        assert_ne!(i, 2);
+        t.on_sent(i, 10 * MS, MSS, false);
+    }
+}
+
+/// Tiny deterministic generator, so the test needs no extra crate.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn arbitrary_event_sequences_do_not_panic() {
+    let mut rng = XorShift(0x0123_4567_89AB_CDEF);
+    for round in 0..4 {
+        let cfg = PathConfig {
+            cc: if round % 2 == 0 {
+                CcKind::Delay
+            } else {
+                CcKind::Reno
+            },
+            miss_threshold: round as u8,
+            loss_burst: round as u8,
+            min_active: round as u8,
+            probe_timeout_min_ns: if round == 3 { u64::MAX } else { MS },
+            failed_probe_max_ns: if round == 2 { 0 } else { 100 * MS },
+            rto_min_ns: if round == 1 { u64::MAX } else { MS },
+            ..PathConfig::default()
+        };
+        let mut t = PathTable::new(cfg);
+        let mut now = 0u64;
+        for _ in 0..50_000 {
+            let r = rng.next();
+            now = match r % 32 {
+                0 => now.wrapping_sub(r >> 44),
+                1 => u64::MAX - (r >> 50),
+                _ => now.saturating_add((r >> 8) % 2_000_000),
+            };
+            let idx = ((r >> 16) % 300) as usize;
+            let bytes = ((r >> 28) % 3000) as u32;
+            match (r >> 40) % 13 {
+                0 => {
+                    t.add(now, ids(idx as u32), r & 1 == 0);
+                }
+                1 => {
+                    if r & 7 == 0 {
+                        t.remove(idx);
+                    }
+                }
+                2 | 3 => t.on_sent(idx, now, bytes, r & 2 == 0),
+                4 | 5 => t.on_ack(idx, now, bytes, Some(r >> 45), r & 4 == 0),
+                6 => {
+                    t.on_loss(idx, now, bytes);
+                }
+                7 => t.on_probe_sent(idx, now),
+                8 => {
+                    t.on_probe_ack(idx, now, r >> 40);
+                }
+                9 => {
+                    let res = t.on_tick(now);
+                    for i in res.probe.iter() {
+                        t.on_probe_sent(i, now);
+                    }
+                }
+                10 => {
+                    if let Some(i) = t.pick_path(now, bytes) {
+                        t.on_sent(i, now, bytes, false);
+                    }
+                    t.pick_retransmit_path(bytes, Some(idx));
+                }
+                11 => t.on_rto(idx, now),
+                _ => {
+                    t.set_weight(idx, r as u8);
+                    t.set_backup(idx, r & 8 == 0);
+                    t.next_timer(now);
+                    t.rto_ns(idx);
+                }
+            }
+        }
+        assert!(t.len() <= MAX_PATHS);
+        assert_eq!(t.iter().count(), t.len());
+    }
+}

@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Property tests of the wire format: round trips, robustness on arbitrary bytes, bit flips.
+
+use mrc_core::mrc_proto::*;
+use proptest::prelude::*;
+
+/// Owned form of a body, so strategies can generate the borrowed parts.
+#[derive(Clone, Debug)]
+enum OwnedBody {
+    Syn(u64, u32, Vec<Endpoint>),
+    SynAck(u64, u32, Vec<Endpoint>),
+    /// echo_ts, rwnd, offset of base above ack, bitmap.
+    Ack(u64, u32, u64, Vec<u8>),
+    Data(Vec<u8>),
+    Fin,
+    Rst,
+    Probe(u64, u64),
+    ProbeAck(u64, u64),
+}
+
+impl OwnedBody {
+    fn as_body(&self, ack: u64) -> Body<'_> {
+        match self {
+            OwnedBody::Syn(seq, rwnd, eps) => Body::Syn(Handshake::new(*seq, *rwnd, eps)),
+            OwnedBody::SynAck(seq, rwnd, eps) => Body::SynAck(Handshake::new(*seq, *rwnd, eps)),
+            OwnedBody::Ack(ts, rwnd, off, bitmap) => {
+                Body::Ack(Sack::new(*ts, *rwnd, ack.saturating_add(*off), bitmap))
+            }
+            OwnedBody::Data(d) => Body::Data(d),
+            OwnedBody::Fin => Body::Fin,
+            OwnedBody::Rst => Body::Rst,
+            OwnedBody::Probe(nonce, ts) => Body::Probe(Probe {
+                nonce: *nonce,
+                ts: *ts,
+            }),
+            OwnedBody::ProbeAck(nonce, ts) => Body::ProbeAck(Probe {
+                nonce: *nonce,
+                ts: *ts,
+            }),
+        }
+    }
+}
+
+fn endpoint() -> impl Strategy<Value = Endpoint> {
+    prop_oneof![
+        (any::<[u8; 4]>(), any::<u16>(), any::<bool>()).prop_map(|(a, p, b)| Endpoint::v4(a, p, b)),
+        (any::<[u8; 16]>(), any::<u16>(), any::<bool>())
+            .prop_map(|(a, p, b)| Endpoint::v6(a, p, b)),
+    ]
+}
+
+fn body() -> impl Strategy<Value = OwnedBody> {
+    let eps = || prop::collection::vec(endpoint(), 0..=MAX_ENDPOINTS);
+    prop_oneof![
+        (any::<u64>(), any::<u32>(), eps()).prop_map(|(s, r, e)| OwnedBody::Syn(s, r, e)),
+        (any::<u64>(), any::<u32>(), eps()).prop_map(|(s, r, e)| OwnedBody::SynAck(s, r, e)),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            0u64..100_000,
+            prop::collection::vec(any::<u8>(), 0..=MAX_SACK_BYTES)
+        )
+            .prop_map(|(t, r, o, b)| OwnedBody::Ack(t, r, o, b)),
+        prop::collection::vec(any::<u8>(), 0..600).prop_map(OwnedBody::Data),
+        Just(OwnedBody::Fin),
+        Just(OwnedBody::Rst),
+        (any::<u64>(), any::<u64>()).prop_map(|(n, t)| OwnedBody::Probe(n, t)),
+        (any::<u64>(), any::<u64>()).prop_map(|(n, t)| OwnedBody::ProbeAck(n, t)),
+    ]
+}
+
+/// A header and body that encode; modifiers are chosen among those allowed for the type, the
+/// type bits of the header are arbitrary (encode replaces them) and `ack` leaves room for a
+/// full SACK bitmap above it.
+fn packet() -> impl Strategy<Value = (Header, OwnedBody)> {
+    (
+        body(),
+        any::<u16>(),
+        any::<u64>(),
+        any::<u32>(),
+        any::<u64>(),
+        0..u64::MAX - 200_000,
+        any::<u32>(),
+    )
+        .prop_map(|(b, fl, session_id, path_id, seq, ack, payload_len)| {
+            let ty = b.as_body(ack).packet_type();
+            let flags = Flags((fl & Flags::TYPE_MASK) | (fl & ty.allowed_modifiers()));
+            let h = Header {
+                flags,
+                session_id,
+                path_id,
+                seq,
+                ack,
+                payload_len,
+            };
+            (h, b)
+        })
+}
+
+fn encode_vec(h: &Header, b: &Body<'_>) -> Vec<u8> {
+    let mut buf = vec![0u8; MAX_CONTROL_PACKET_LEN + 1024];
+    let n = encode(h, b, &mut buf).expect("valid packet encodes");
+    buf.truncate(n);
+    buf
+}
+
+/// Arbitrary bytes behind a correct fixed header: reaches the type, flag and body checks.
+fn sealed_garbage() -> impl Strategy<Value = Vec<u8>> {
+    (
+        1u16..=8,
+        any::<u16>(),
+        prop::collection::vec(any::<u8>(), HEADER_LEN - 8..HEADER_LEN + 400),
+    )
+        .prop_map(|(ty, fl, mut bytes)| {
+            bytes[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+            bytes[4..6].copy_from_slice(&VERSION.to_be_bytes());
+            // Mostly valid flag bits, so bodies are parsed.
+            let flags = ty | (fl & 0x0F00);
+            bytes[6..8].copy_from_slice(&flags.to_be_bytes());
+            bytes.resize(bytes.len().max(HEADER_LEN), 0);
+            let len = (bytes.len() - HEADER_LEN) as u32;
+            bytes[36..40].copy_from_slice(&len.to_be_bytes());
+            seal(&mut bytes).expect("seal");
+            bytes
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn round_trip((h, b) in packet()) {
+        let body = b.as_body(h.ack);
+        let bytes = encode_vec(&h, &body);
+        prop_assert_eq!(bytes.len(), HEADER_LEN + body.wire_len().unwrap());
+        let pkt = decode(&bytes).expect("encoded packet decodes");
+        let mut want = h;
+        want.flags = h.flags.with_type(body.packet_type());
+        want.payload_len = (bytes.len() - HEADER_LEN) as u32;
+        prop_assert_eq!(pkt.header, want);
+        prop_assert_eq!(pkt.body, body);
+        prop_assert_eq!(peek_header(&bytes), Ok(want));
+        // Re-encoding what was decoded gives the same bytes.
+        prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        let _ = peek_header(&bytes);
+        if let Ok(pkt) = decode(&bytes) {
+            prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+        }
+    }
+
+    #[test]
+    fn sealed_garbage_never_panics(bytes in sealed_garbage()) {
+        match decode(&bytes) {
+            Ok(pkt) => {
+                // Whatever is accepted re-encodes to the same bytes.
+                prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+                if let Body::Ack(s) = pkt.body {
+                    for seq in s.sacked() {
+                        prop_assert!(s.is_set(seq));
+                    }
+                }
+                if let Body::Syn(hs) | Body::SynAck(hs) = pkt.body {
+                    prop_assert_eq!(hs.endpoints().count(), hs.endpoint_count());
+                }
+            }
+            Err(e) => {
+                // The header is right, so only checks after the checksum can fail.
+                prop_assert!(e >= DecodeError::UnknownType, "{:?}", e);
+            }
+        }
+    }
+
+    #[test]
+    fn any_single_bit_flip_is_rejected((h, b) in packet()) {
+        let bytes = encode_vec(&h, &b.as_body(h.ack));
+        let mut flipped = bytes.clone();
+        for bit in 0..bytes.len() * 8 {
+            let (i, m) = (bit / 8, 1u8 << (bit % 8));
+            flipped[i] ^= m;
+            let err = decode(&flipped).expect_err("flipped packet rejected");
+            prop_assert!(
+                matches!(
+                    err,
+                    DecodeError::BadMagic
+                        | DecodeError::BadVersion
+                        | DecodeError::LengthMismatch
+                        | DecodeError::BadChecksum
+                ),
+                "bit {}: {:?}",
+                bit,
+                err
+            );
+            flipped[i] ^= m;
+        }
+    }
+
+    #[test]
+    fn truncation_and_extension_are_rejected((h, b) in packet(), extra in 1usize..8) {
+        let bytes = encode_vec(&h, &b.as_body(h.ack));
+        for n in 0..bytes.len() {
+            prop_assert!(decode(&bytes[..n]).is_err());
+        }
+        let mut longer = bytes.clone();
+        longer.resize(bytes.len() + extra, 0);
+        prop_assert_eq!(decode(&longer), Err(DecodeError::LengthMismatch));
+    }
+
+    #[test]
+    fn sack_iter_matches_is_set(
+        base in any::<u64>(),
+        bitmap in prop::collection::vec(any::<u8>(), 0..=MAX_SACK_BYTES),
+    ) {
+        let s = Sack::new(0, 0, base, &bitmap);
+        let got: Vec<u64> = s.sacked().collect();
+        let ones: u32 = bitmap.iter().map(|b| b.count_ones()).sum();
+        let room = u64::MAX - base;
+        let expect_all = (bitmap.len() as u64) * 8 <= room.saturating_add(1);
+        if expect_all {
+            prop_assert_eq!(got.len() as u32, ones);
+        }
+        prop_assert!(got.windows(2).all(|w| w[0] < w[1]));
+        for &seq in &got {
+            prop_assert!(s.is_set(seq));
+        }
+        for i in 0..(bitmap.len() as u64 * 8) {
+            if let Some(seq) = base.checked_add(i) {
+                prop_assert_eq!(s.is_set(seq), got.contains(&seq));
+            }
+        }
+        prop_assert!(!s.is_set(base.wrapping_sub(1)) || base == 0);
+    }
+
+    #[test]
+    fn crc32c_chains(a in prop::collection::vec(any::<u8>(), 0..200),
+                     b in prop::collection::vec(any::<u8>(), 0..200)) {
+        let mut ab = a.clone();
+        ab.extend_from_slice(&b);
+        prop_assert_eq!(crc32c(crc32c(0, &a), &b), crc32c(0, &ab));
+    }
+}
