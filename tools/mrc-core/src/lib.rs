@@ -14,3 +14,6 @@ pub mod mrc_path;
 
 #[path = "../../../mrc_cc.rs"]
 pub mod mrc_cc;
+
+#[path = "../../../mrc_conn.rs"]
+pub mod mrc_conn;

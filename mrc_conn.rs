@@ -1,0 +1,2159 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Connection state machine and reliability core.
+//!
+//! A [`Conn`] is one MRC connection seen from one end: handshake, message segmentation,
+//! cumulative and selective acknowledgement, loss detection and retransmission, delayed
+//! acknowledgements, the receive window and orderly (FIN) or abortive (RST) close. Like the rest
+//! of the sans-IO core it depends on `core` only: nothing here allocates, locks, reads a clock,
+//! uses floating point or can panic. The glue drives it with four kinds of calls:
+//!
+//! - input: [`Conn::handle_packet`] with a packet decoded by [`mrc_proto::decode`], and the
+//!   application calls [`Conn::connect`], [`Conn::accept`], [`Conn::send_message`],
+//!   [`Conn::release_recv`], [`Conn::close`], [`Conn::abort`];
+//! - output: [`Conn::poll_transmit`] until it returns `None`, sending each datagram on the
+//!   path it names;
+//! - events: [`Conn::poll_event`] until it returns `None` (connected, a complete message to
+//!   deliver, the peer's FIN, closed);
+//! - timers: arm one timer at [`Conn::next_timeout`] and call [`Conn::on_timeout`] when it
+//!   fires.
+//!
+//! After any input or timer the glue drains events, then transmissions, then re-arms the timer.
+//!
+//! # Message bytes stay in the glue
+//!
+//! The core never sees message contents. [`Conn::send_message`] takes a length and returns a
+//! message id; each DATA packet [`Conn::poll_transmit`] plans names `(msg_id, offset, len)`,
+//! and the glue copies those bytes behind the header the core wrote, then seals the packet with
+//! [`mrc_proto::seal`] (or [`finish_data`]). The glue frees a message once
+//! [`Conn::acked_msgs`] has passed its id. On receive, [`Conn::handle_packet`] answers
+//! [`Input::Store`] for every new DATA packet: the glue keeps that payload under its sequence
+//! number until an [`Event::Message`] names the contiguous range of sequence numbers that make
+//! up a complete message, which the glue concatenates and queues for the application.
+//!
+//! # Sequence space and scoreboard
+//!
+//! Each direction has its own sequence space, starting at the initial sequence number the
+//! sender chose (supplied by the glue, which draws randomness; kept below [`SEQ_LIMIT`] so that
+//! no sequence arithmetic can overflow). Every DATA packet and the FIN take one sequence
+//! number; retransmissions keep theirs. The sender keeps a ring of [`WINDOW`] slots, one per
+//! sequence number between the cumulative ack and the next new sequence number, with the
+//! message fragment, path, send time and state (in flight, selectively acked, lost) of each.
+//! The window equals the number of packets one SACK bitmap can describe, so the receiver can
+//! always report everything it holds.
+//!
+//! # Loss detection
+//!
+//! Loss is detected per path by time, RACK-style: a packet is lost once a packet sent later on
+//! the same path has been acknowledged and the packet is older than the path's smoothed RTT
+//! plus a reorder window (a quarter of the minimum RTT, at least
+//! [`ConnConfig::reorder_min_ns`]). A retransmission timeout (RFC 6298 estimators kept per path
+//! by `mrc_path`, exponential backoff, at most [`ConnConfig::max_retries`] in a row without
+//! progress, then [`ConnError::TimedOut`]) is the last resort. A path that the failure detector
+//! takes out of Active gives up its packets in flight as lost at once. Lost packets are
+//! retransmitted on another healthy path chosen by [`PathTable::pick_retransmit_path`].
+//!
+//! # Flow control
+//!
+//! The receiver advertises its free buffer space in bytes (in SYN, SYN_ACK and every ACK). The
+//! sender keeps the payload bytes it has sent and not yet seen acknowledged within that window;
+//! when the window is closed and nothing is outstanding it sends one packet per backed-off RTO
+//! (a window probe), which the receiver answers with its current window.
+//!
+//! # Size
+//!
+//! A `Conn` is about 121 KiB on a 64-bit target (the path table alone is about 60 KiB, the send
+//! ring 40 KiB); the kernel keeps it in a heap-allocated connection. No function keeps more than
+//! a few hundred bytes on its stack.
+
+use super::mrc_path::{PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
+use super::mrc_proto::{
+    self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
+    HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS, MAX_SACK_BITS, MAX_SACK_BYTES,
+};
+
+/// Packets in flight one connection tracks per direction: what one SACK bitmap describes.
+pub const WINDOW: usize = MAX_SACK_BITS;
+
+/// [`WINDOW`] as a sequence number distance.
+const WINDOW_SEQ: u64 = WINDOW as u64;
+
+/// Sequence numbers are kept below this bound, so no sequence arithmetic can overflow.
+pub const SEQ_LIMIT: u64 = 1 << 62;
+
+/// Mask applied to initial sequence numbers to keep them below [`SEQ_LIMIT`] / 2.
+const ISN_MASK: u64 = (1 << 61) - 1;
+
+/// Messages accepted by [`Conn::send_message`] and not yet fully segmented.
+pub const MSG_QUEUE: usize = 256;
+
+/// Events waiting for [`Conn::poll_event`].
+pub const EVENT_QUEUE: usize = 256;
+
+/// Events kept free for state changes, so a queue full of messages cannot hide them.
+const EVENT_RESERVE: usize = 4;
+
+/// PROBE_ACKs waiting to be sent; more probes than this at once are dropped unanswered.
+const PROBE_REPLY_QUEUE: usize = 16;
+
+/// Smallest buffer [`Conn::poll_transmit`] accepts: room for any control packet.
+pub const MIN_TX_BUF: usize = MAX_CONTROL_PACKET_LEN;
+
+/// Largest DATA payload; keeps a datagram below the UDP limit.
+const MAX_PAYLOAD: u32 = 65_000;
+
+/// Largest backoff exponent for RTO and handshake timers.
+const MAX_BACKOFF_SHIFT: u8 = 30;
+
+/// errno value of `ETIMEDOUT`.
+const ETIMEDOUT: i32 = 110;
+/// errno value of `ECONNRESET`.
+const ECONNRESET: i32 = 104;
+/// errno value of `ECONNREFUSED`.
+const ECONNREFUSED: i32 = 111;
+/// errno value of `EPROTO`.
+const EPROTO: i32 = 71;
+/// errno value of `ENOTCONN`.
+const ENOTCONN: i32 = 107;
+/// errno value of `EPIPE`.
+const EPIPE: i32 = 32;
+/// errno value of `EMSGSIZE`.
+const EMSGSIZE: i32 = 90;
+/// errno value of `EAGAIN`.
+const EAGAIN: i32 = 11;
+/// errno value of `EISCONN`.
+const EISCONN: i32 = 106;
+/// errno value of `EINVAL`.
+const EINVAL: i32 = 22;
+
+/// Tunables of one connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnConfig {
+    /// Largest datagram (UDP payload) in bytes, header included; DATA payloads are this minus
+    /// [`HEADER_LEN`].
+    pub mtu: u32,
+    /// Receive buffer in bytes: the window this end advertises. Should be at least the largest
+    /// message, or large messages trickle in one window probe at a time.
+    pub rcvbuf: u32,
+    /// Send buffer in bytes: message bytes accepted and not yet acknowledged.
+    pub sndbuf: u32,
+    /// Largest message in bytes, in both directions.
+    pub max_msg: u32,
+    /// Longest an acknowledgement is delayed.
+    pub delack_ns: u64,
+    /// DATA packets received that force an acknowledgement (at least 1).
+    pub ack_every: u8,
+    /// Floor of the RACK reorder window.
+    pub reorder_min_ns: u64,
+    /// Retransmission timeouts in a row without progress before the connection fails.
+    pub max_retries: u8,
+    /// First SYN / SYN_ACK retransmission timeout (doubled at each retry).
+    pub syn_rto_ns: u64,
+    /// SYN / SYN_ACK retransmissions before the handshake fails.
+    pub syn_retries: u8,
+    /// How long TimeWait lasts.
+    pub time_wait_ns: u64,
+    /// Path table, failure detector and congestion control tunables.
+    pub path: PathConfig,
+}
+
+impl ConnConfig {
+    /// The defaults: 1400-byte datagrams, 4 MiB buffers, 1 MiB messages, 200 us delayed ACKs.
+    pub const DEFAULT: ConnConfig = ConnConfig {
+        mtu: 1400,
+        rcvbuf: 4 << 20,
+        sndbuf: 4 << 20,
+        max_msg: 1 << 20,
+        delack_ns: 200_000,
+        ack_every: 2,
+        reorder_min_ns: 50_000,
+        max_retries: 12,
+        syn_rto_ns: 100_000_000,
+        syn_retries: 6,
+        time_wait_ns: 100_000_000,
+        path: PathConfig::DEFAULT,
+    };
+
+    /// Returns the largest DATA payload in bytes (at least 1).
+    pub fn max_payload(&self) -> u32 {
+        let hdr = HEADER_LEN as u32;
+        self.mtu.saturating_sub(hdr).clamp(1, MAX_PAYLOAD)
+    }
+}
+
+impl Default for ConnConfig {
+    fn default() -> Self {
+        ConnConfig::DEFAULT
+    }
+}
+
+/// Why a connection failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ConnError {
+    /// The peer stopped answering: handshake or data retransmissions exhausted (`ETIMEDOUT`).
+    TimedOut,
+    /// The peer aborted the connection with RST (`ECONNRESET`).
+    Reset,
+    /// The peer answered the SYN with RST: nobody listens (`ECONNREFUSED`).
+    Refused,
+    /// The peer broke the protocol, for example with a message above the size limit (`EPROTO`).
+    Protocol,
+}
+
+impl ConnError {
+    /// Returns the positive errno value the socket layer reports for this error.
+    pub const fn errno(self) -> i32 {
+        match self {
+            ConnError::TimedOut => ETIMEDOUT,
+            ConnError::Reset => ECONNRESET,
+            ConnError::Refused => ECONNREFUSED,
+            ConnError::Protocol => EPROTO,
+        }
+    }
+}
+
+/// State of a connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum State {
+    /// Fresh: neither [`Conn::connect`] nor [`Conn::accept`] has been called.
+    #[default]
+    Idle,
+    /// SYN sent, waiting for SYN_ACK.
+    SynSent,
+    /// SYN received and SYN_ACK sent, waiting for the peer's first ACK or DATA.
+    SynReceived,
+    /// Data flows both ways.
+    Established,
+    /// This end has closed (FIN queued or sent); the peer may still send.
+    FinWait,
+    /// The peer has closed; this end may still send.
+    CloseWait,
+    /// Both ends have closed; this end's FIN is not yet acknowledged.
+    Closing,
+    /// Both FINs are acknowledged; lingers to re-acknowledge a retransmitted FIN.
+    TimeWait,
+    /// Finished: `None` after an orderly close or a local abort, else the error.
+    Closed(Option<ConnError>),
+}
+
+impl State {
+    /// Returns a stable lower-case name, such as `"syn_sent"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            State::Idle => "idle",
+            State::SynSent => "syn_sent",
+            State::SynReceived => "syn_received",
+            State::Established => "established",
+            State::FinWait => "fin_wait",
+            State::CloseWait => "close_wait",
+            State::Closing => "closing",
+            State::TimeWait => "time_wait",
+            State::Closed(_) => "closed",
+        }
+    }
+
+    /// Returns whether the handshake has completed and the connection is not yet finished.
+    pub const fn is_synchronized(self) -> bool {
+        matches!(
+            self,
+            State::Established | State::FinWait | State::CloseWait | State::Closing
+        )
+    }
+}
+
+/// Something the glue must act on, returned by [`Conn::poll_event`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The handshake completed; the connection is Established.
+    Connected,
+    /// A complete message: the payloads of sequence numbers `first_seq..=last_seq`, in order,
+    /// `len` bytes in all. The glue delivers it and later calls [`Conn::release_recv`].
+    Message {
+        /// Sequence number of the first packet.
+        first_seq: u64,
+        /// Sequence number of the last packet.
+        last_seq: u64,
+        /// Message length in bytes.
+        len: u32,
+    },
+    /// The peer closed its direction: every message it sent has been delivered (end of file).
+    PeerFin,
+    /// The connection is finished; see [`State::Closed`].
+    Closed(Option<ConnError>),
+}
+
+/// What [`Conn::handle_packet`] did with a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// Processed; nothing to keep.
+    Consumed,
+    /// New DATA: the glue keeps the payload under `seq` until an [`Event::Message`] names it.
+    Store {
+        /// Sequence number of the packet.
+        seq: u64,
+    },
+    /// Ignored; the reason is for counters.
+    Dropped(DropReason),
+}
+
+/// Why [`Conn::handle_packet`] ignored a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// The session id does not match this connection.
+    WrongSession,
+    /// The packet makes no sense in the current state.
+    BadState,
+    /// DATA or FIN already received.
+    Duplicate,
+    /// DATA beyond the receive window, or beyond the peer's FIN.
+    OutOfWindow,
+    /// DATA while the receive buffer is full.
+    NoBuffer,
+    /// An acknowledgement of data never sent, or a handshake with the wrong numbers.
+    Invalid,
+}
+
+impl DropReason {
+    /// Returns a stable lower-case name, such as `"no_buffer"`, for counters.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DropReason::WrongSession => "wrong_session",
+            DropReason::BadState => "bad_state",
+            DropReason::Duplicate => "duplicate",
+            DropReason::OutOfWindow => "out_of_window",
+            DropReason::NoBuffer => "no_buffer",
+            DropReason::Invalid => "invalid",
+        }
+    }
+}
+
+/// A datagram [`Conn::poll_transmit`] wants sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Path to send it on (index into [`Conn::paths`]).
+    pub path: PathIdx,
+    /// Datagram length: `buf[..len]` is the packet once complete.
+    pub len: usize,
+    /// For DATA, the message bytes the glue must put behind the header; `None` means
+    /// `buf[..len]` is already complete and sealed.
+    pub data: Option<DataRef>,
+}
+
+/// The payload of a planned DATA packet: bytes `offset..offset + len` of message `msg_id`.
+///
+/// The header is in `buf[..HEADER_LEN]` with `payload_len` set and a zero checksum; the glue
+/// copies the bytes to `buf[HEADER_LEN..]` and calls [`mrc_proto::seal`] on the whole packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataRef {
+    /// Sequence number of the packet.
+    pub seq: u64,
+    /// Message id returned by [`Conn::send_message`].
+    pub msg_id: u64,
+    /// Offset of the payload in the message.
+    pub offset: u32,
+    /// Payload length in bytes.
+    pub len: u32,
+    /// Whether this is a retransmission.
+    pub retransmit: bool,
+}
+
+/// Why [`Conn::send_message`] refused a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SendError {
+    /// The connection is not (yet) established (`ENOTCONN`).
+    NotConnected,
+    /// This end has closed its direction (`EPIPE`).
+    Shutdown,
+    /// The message is larger than [`ConnConfig::max_msg`] (`EMSGSIZE`).
+    MsgSize,
+    /// The send buffer or message queue is full; retry later (`EAGAIN`).
+    WouldBlock,
+    /// The connection failed with this error.
+    Failed(ConnError),
+}
+
+impl SendError {
+    /// Returns the positive errno value the socket layer reports for this error.
+    pub const fn errno(self) -> i32 {
+        match self {
+            SendError::NotConnected => ENOTCONN,
+            SendError::Shutdown => EPIPE,
+            SendError::MsgSize => EMSGSIZE,
+            SendError::WouldBlock => EAGAIN,
+            SendError::Failed(e) => e.errno(),
+        }
+    }
+}
+
+/// Why [`Conn::connect`] or [`Conn::accept`] refused to start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum OpenError {
+    /// The connection was already started (`EISCONN`).
+    AlreadyStarted,
+    /// The path table is empty: the glue must add a path first (`EINVAL`).
+    NoPath,
+    /// [`Conn::accept`] was given a packet that is not a SYN, or too many endpoints (`EINVAL`).
+    Invalid,
+}
+
+impl OpenError {
+    /// Returns the positive errno value the socket layer reports for this error.
+    pub const fn errno(self) -> i32 {
+        match self {
+            OpenError::AlreadyStarted => EISCONN,
+            OpenError::NoPath | OpenError::Invalid => EINVAL,
+        }
+    }
+}
+
+/// Counters of one connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnStats {
+    /// Messages accepted by [`Conn::send_message`].
+    pub msgs_sent: u64,
+    /// Messages delivered by [`Event::Message`].
+    pub msgs_delivered: u64,
+    /// DATA packets sent, retransmissions included.
+    pub data_sent: u64,
+    /// DATA and FIN packets retransmitted.
+    pub retransmits: u64,
+    /// Packets declared lost by RACK.
+    pub rack_losses: u64,
+    /// Packets declared lost by a retransmission timeout.
+    pub rto_losses: u64,
+    /// Packets declared lost because their path left Active.
+    pub path_losses: u64,
+    /// Retransmission timeouts.
+    pub rtos: u64,
+    /// Window probes sent while the peer's window was closed.
+    pub window_probes: u64,
+    /// New DATA packets received.
+    pub data_received: u64,
+    /// Duplicate DATA or FIN packets received.
+    pub duplicates: u64,
+    /// DATA packets dropped for lack of buffer or window.
+    pub rcv_dropped: u64,
+    /// ACK packets sent.
+    pub acks_sent: u64,
+    /// ACK packets received.
+    pub acks_received: u64,
+    /// PROBE packets sent.
+    pub probes_sent: u64,
+}
+
+/// Send ring slot states.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum SlotState {
+    /// Not in use.
+    #[default]
+    Free,
+    /// Sent, not acknowledged, not declared lost.
+    InFlight,
+    /// Selectively acknowledged.
+    Sacked,
+    /// Declared lost, waiting for retransmission.
+    Lost,
+}
+
+/// Slot flag: first packet of a message.
+const SF_FIRST: u8 = 1;
+/// Slot flag: last packet of a message.
+const SF_LAST: u8 = 2;
+/// Slot flag: the FIN.
+const SF_FIN: u8 = 4;
+/// Receive slot flag: the packet has arrived.
+const SF_ARRIVED: u8 = 8;
+
+/// One sent packet.
+#[derive(Clone, Copy, Debug, Default)]
+struct SendSlot {
+    msg_id: u64,
+    /// Time of the latest transmission.
+    sent_ns: u64,
+    /// Connection-wide transmission counter at the latest transmission: orders packets by
+    /// send time even within one nanosecond.
+    tx_order: u64,
+    offset: u32,
+    len: u32,
+    path: u16,
+    state: SlotState,
+    flags: u8,
+    tx_count: u8,
+}
+
+/// One received packet not yet below the cumulative ack.
+#[derive(Clone, Copy, Debug, Default)]
+struct RecvSlot {
+    len: u32,
+    flags: u8,
+}
+
+fn slot_of(seq: u64) -> usize {
+    // Below WINDOW, so the conversion cannot truncate.
+    (seq % WINDOW_SEQ) as usize
+}
+
+fn wire_len(payload: u32) -> u32 {
+    payload.saturating_add(HEADER_LEN as u32)
+}
+
+fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+fn backoff(base: u64, shift: u8, cap: u64) -> u64 {
+    let shift = u32::from(shift.min(MAX_BACKOFF_SHIFT));
+    base.saturating_mul(1u64 << shift).min(cap.max(base))
+}
+
+/// Encodes a control packet; returns its length.
+#[allow(clippy::too_many_arguments)]
+fn encode_control(
+    buf: &mut [u8],
+    session_id: u64,
+    path_id: u32,
+    flags: Flags,
+    seq: u64,
+    ack: u64,
+    body: &Body<'_>,
+) -> Option<usize> {
+    let header = Header {
+        flags,
+        session_id,
+        path_id,
+        seq,
+        ack,
+        payload_len: 0,
+    };
+    mrc_proto::encode(&header, body, buf).ok()
+}
+
+/// Writes an RST answering `header`, a packet for which there is no connection; returns its
+/// length, or `None` if no answer is due (the packet is itself an RST) or `out` is too small.
+///
+/// A connection attempt to a port nobody listens on is answered this way, which the connecting
+/// end reports as [`ConnError::Refused`].
+pub fn reply_rst(header: &Header, out: &mut [u8]) -> Option<usize> {
+    if header.packet_type() == Some(PacketType::Rst) {
+        return None;
+    }
+    encode_control(
+        out,
+        header.session_id,
+        header.path_id,
+        Flags::new(PacketType::Rst),
+        header.ack,
+        header.seq,
+        &Body::Rst,
+    )
+}
+
+/// Completes a DATA packet planned by [`Conn::poll_transmit`]: copies `payload` behind the
+/// header in `buf` and seals it; returns the datagram length.
+///
+/// `payload` must be exactly the `data.len` bytes the [`Transmit`] names.
+pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usize, EncodeError> {
+    let data = tx.data.ok_or(EncodeError::LengthMismatch)?;
+    if usize::try_from(data.len).ok() != Some(payload.len()) {
+        return Err(EncodeError::LengthMismatch);
+    }
+    let total = HEADER_LEN
+        .checked_add(payload.len())
+        .ok_or(EncodeError::TooLong)?;
+    let dst = buf
+        .get_mut(HEADER_LEN..total)
+        .ok_or(EncodeError::BufferTooSmall)?;
+    dst.copy_from_slice(payload);
+    let pkt = buf.get_mut(..total).ok_or(EncodeError::BufferTooSmall)?;
+    mrc_proto::seal(pkt)?;
+    Ok(total)
+}
+
+/// One MRC connection: handshake, reliability, flow control and close, sans-IO.
+///
+/// See the module documentation for how the glue drives it. About 121 KiB; keep it on the heap.
+#[derive(Clone, Debug)]
+pub struct Conn {
+    cfg: ConnConfig,
+    state: State,
+    /// This end entered CloseWait before closing: it needs no TimeWait.
+    passive_close: bool,
+    session_id: u64,
+    paths: PathTable,
+    local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+    peer_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+
+    // Handshake.
+    hs_due: bool,
+    hs_deadline: Option<u64>,
+    hs_backoff: u8,
+    hs_sent_ns: u64,
+    hs_path_id: u32,
+
+    // Send side.
+    isn: u64,
+    snd_una: u64,
+    snd_nxt: u64,
+    send: [SendSlot; WINDOW],
+    tx_order: u64,
+    peer_rwnd: u32,
+    /// Payload bytes sent and neither cumulatively nor selectively acknowledged.
+    snd_unknown: u64,
+    lost_count: u32,
+    /// No Lost slot below this sequence number.
+    retx_cursor: u64,
+    msgq: [u32; MSG_QUEUE],
+    msgq_head: usize,
+    msgq_len: usize,
+    /// Id of the message at the head of the queue.
+    msgq_head_id: u64,
+    /// Bytes of the head message already segmented.
+    head_offset: u32,
+    next_msg_id: u64,
+    acked_msgs: u64,
+    /// Message bytes accepted and not yet cumulatively acknowledged.
+    snd_buffered: u64,
+    fin_queued: bool,
+    fin_seq: Option<u64>,
+    fin_acked: bool,
+    rto_deadline: Option<u64>,
+    rto_backoff: u8,
+    /// The RTO timer runs as a persist timer: the peer's window is closed.
+    persist: bool,
+    /// One packet may ignore the peer's window.
+    persist_probe: bool,
+    rack_order: [u64; MAX_PATHS],
+    rack_deadline: Option<u64>,
+    probe_due: PathSet,
+    probe_nonce: u64,
+    probe_replies: [(u32, Probe); PROBE_REPLY_QUEUE],
+    probe_replies_len: usize,
+    rst_due: Option<u32>,
+
+    // Receive side.
+    peer_isn: u64,
+    rcv_nxt: u64,
+    /// One past the highest sequence number received.
+    rcv_high: u64,
+    recv: [RecvSlot; WINDOW],
+    /// Bytes received and not yet part of a delivered message.
+    rcv_held: u64,
+    /// Bytes delivered and not yet released by the application.
+    rcv_unread: u64,
+    msg_first: u64,
+    msg_len: u64,
+    peer_fin: Option<u64>,
+    peer_fin_done: bool,
+    ack_pending: bool,
+    ack_now: bool,
+    ack_deadline: Option<u64>,
+    unacked_pkts: u8,
+    ack_path_id: u32,
+    last_adv_rwnd: u32,
+
+    tw_deadline: Option<u64>,
+    /// Latest time seen by any entry point, for transitions made while draining events.
+    last_now: u64,
+    events: [Event; EVENT_QUEUE],
+    ev_head: usize,
+    ev_len: usize,
+    stats: ConnStats,
+}
+
+impl Conn {
+    /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
+    pub fn new(cfg: ConnConfig) -> Self {
+        Conn {
+            cfg,
+            state: State::Idle,
+            passive_close: false,
+            session_id: 0,
+            paths: PathTable::new(cfg.path),
+            local_eps: [None; MAX_ENDPOINTS],
+            peer_eps: [None; MAX_ENDPOINTS],
+            hs_due: false,
+            hs_deadline: None,
+            hs_backoff: 0,
+            hs_sent_ns: 0,
+            hs_path_id: 0,
+            isn: 0,
+            snd_una: 0,
+            snd_nxt: 0,
+            send: [SendSlot::default(); WINDOW],
+            tx_order: 0,
+            peer_rwnd: 0,
+            snd_unknown: 0,
+            lost_count: 0,
+            retx_cursor: 0,
+            msgq: [0; MSG_QUEUE],
+            msgq_head: 0,
+            msgq_len: 0,
+            msgq_head_id: 0,
+            head_offset: 0,
+            next_msg_id: 0,
+            acked_msgs: 0,
+            snd_buffered: 0,
+            fin_queued: false,
+            fin_seq: None,
+            fin_acked: false,
+            rto_deadline: None,
+            rto_backoff: 0,
+            persist: false,
+            persist_probe: false,
+            rack_order: [0; MAX_PATHS],
+            rack_deadline: None,
+            probe_due: PathSet::EMPTY,
+            probe_nonce: 0,
+            probe_replies: [(0, Probe::default()); PROBE_REPLY_QUEUE],
+            probe_replies_len: 0,
+            rst_due: None,
+            peer_isn: 0,
+            rcv_nxt: 0,
+            rcv_high: 0,
+            recv: [RecvSlot::default(); WINDOW],
+            rcv_held: 0,
+            rcv_unread: 0,
+            msg_first: 0,
+            msg_len: 0,
+            peer_fin: None,
+            peer_fin_done: false,
+            ack_pending: false,
+            ack_now: false,
+            ack_deadline: None,
+            unacked_pkts: 0,
+            ack_path_id: 0,
+            last_adv_rwnd: 0,
+            tw_deadline: None,
+            last_now: 0,
+            events: [Event::Connected; EVENT_QUEUE],
+            ev_head: 0,
+            ev_len: 0,
+            stats: ConnStats::default(),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Accessors
+    // -----------------------------------------------------------------------------------------
+
+    /// Returns the configuration.
+    pub fn config(&self) -> &ConnConfig {
+        &self.cfg
+    }
+
+    /// Returns the state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Returns the error the connection failed with, if any.
+    pub fn error(&self) -> Option<ConnError> {
+        match self.state {
+            State::Closed(e) => e,
+            _ => None,
+        }
+    }
+
+    /// Returns the session id (zero before the handshake starts).
+    pub fn session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// Returns the path table.
+    pub fn paths(&self) -> &PathTable {
+        &self.paths
+    }
+
+    /// Returns the path table, for adding, removing and configuring paths.
+    pub fn paths_mut(&mut self) -> &mut PathTable {
+        &mut self.paths
+    }
+
+    /// Returns the counters.
+    pub fn stats(&self) -> &ConnStats {
+        &self.stats
+    }
+
+    /// Returns the endpoints the peer announced in its SYN or SYN_ACK.
+    pub fn peer_endpoints(&self) -> impl Iterator<Item = Endpoint> + '_ {
+        self.peer_eps.iter().filter_map(|e| *e)
+    }
+
+    /// Returns the id of the oldest message not yet fully acknowledged: every message with a
+    /// smaller id has arrived and its bytes may be freed.
+    pub fn acked_msgs(&self) -> u64 {
+        self.acked_msgs
+    }
+
+    /// Returns the id the next message accepted by [`Conn::send_message`] will get.
+    pub fn next_msg_id(&self) -> u64 {
+        self.next_msg_id
+    }
+
+    /// Returns how many message bytes [`Conn::send_message`] would accept now (zero if the
+    /// message queue is full); for `EPOLLOUT`.
+    pub fn send_space(&self) -> u64 {
+        if self.msgq_len >= MSG_QUEUE {
+            return 0;
+        }
+        u64::from(self.cfg.sndbuf).saturating_sub(self.snd_buffered)
+    }
+
+    /// Returns whether every message accepted has been acknowledged (and the FIN, if sent).
+    pub fn all_acked(&self) -> bool {
+        self.msgq_len == 0 && self.snd_una == self.snd_nxt
+    }
+
+    /// Returns the receive window this end advertises now, in bytes.
+    pub fn rwnd(&self) -> u32 {
+        let used = self.rcv_held.saturating_add(self.rcv_unread);
+        let free = u64::from(self.cfg.rcvbuf).saturating_sub(used);
+        u32::try_from(free).unwrap_or(u32::MAX)
+    }
+
+    /// Returns the peer's latest advertised receive window in bytes.
+    pub fn peer_rwnd(&self) -> u32 {
+        self.peer_rwnd
+    }
+
+    /// Returns the payload bytes sent and not yet known to have arrived.
+    pub fn bytes_unacked(&self) -> u64 {
+        self.snd_unknown
+    }
+
+    /// Returns the current retransmission timeout, backoff included.
+    pub fn rto_ns(&self) -> u64 {
+        backoff(self.rto_base(), self.rto_backoff, self.cfg.path.rto_max_ns)
+    }
+
+    /// Returns the next sequence number this end will send.
+    pub fn snd_nxt(&self) -> u64 {
+        self.snd_nxt
+    }
+
+    /// Returns the lowest sequence number this end sent that is not cumulatively acknowledged.
+    pub fn snd_una(&self) -> u64 {
+        self.snd_una
+    }
+
+    /// Returns the cumulative ack this end sends: every peer sequence number below it arrived.
+    pub fn rcv_nxt(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Opening and closing
+    // -----------------------------------------------------------------------------------------
+
+    fn set_local_eps(&mut self, endpoints: &[Endpoint]) -> Result<(), OpenError> {
+        if endpoints.len() > MAX_ENDPOINTS || !endpoints.iter().all(Endpoint::is_valid) {
+            return Err(OpenError::Invalid);
+        }
+        for (i, slot) in self.local_eps.iter_mut().enumerate() {
+            *slot = endpoints.get(i).copied();
+        }
+        Ok(())
+    }
+
+    fn first_path_id(&self) -> Option<u32> {
+        self.paths.iter().next().map(|(_, p)| p.ids().path_id)
+    }
+
+    fn start_send_side(&mut self, isn: u64) {
+        let isn = isn & ISN_MASK;
+        self.isn = isn;
+        self.snd_una = isn;
+        self.snd_nxt = isn;
+        self.retx_cursor = isn;
+    }
+
+    fn start_recv_side(&mut self, peer_isn: u64) {
+        let peer_isn = peer_isn & ISN_MASK;
+        self.peer_isn = peer_isn;
+        self.rcv_nxt = peer_isn;
+        self.rcv_high = peer_isn;
+        self.msg_first = peer_isn;
+    }
+
+    /// Starts an active open: sends SYN with `session_id` and initial sequence number `isn`
+    /// (both random, drawn by the glue) and the local `endpoints`.
+    ///
+    /// The glue adds at least one path to [`Conn::paths_mut`] first; the SYN goes on the first.
+    /// Only the low 61 bits of `isn` are used.
+    pub fn connect(
+        &mut self,
+        now_ns: u64,
+        session_id: u64,
+        isn: u64,
+        endpoints: &[Endpoint],
+    ) -> Result<(), OpenError> {
+        if self.state != State::Idle {
+            return Err(OpenError::AlreadyStarted);
+        }
+        let path_id = self.first_path_id().ok_or(OpenError::NoPath)?;
+        self.set_local_eps(endpoints)?;
+        self.session_id = session_id;
+        self.start_send_side(isn);
+        self.hs_path_id = path_id;
+        self.state = State::SynSent;
+        self.hs_due = true;
+        self.hs_backoff = 0;
+        self.hs_deadline = Some(now_ns.saturating_add(self.cfg.syn_rto_ns));
+        Ok(())
+    }
+
+    /// Starts a passive open from a received SYN: adopts its session id and answers SYN_ACK
+    /// with initial sequence number `isn` (random, drawn by the glue) and the local `endpoints`.
+    ///
+    /// The glue adds the path the SYN came on to [`Conn::paths_mut`] first. The connection
+    /// becomes Established (and reports [`Event::Connected`]) when the peer's first ACK or DATA
+    /// arrives.
+    pub fn accept(
+        &mut self,
+        now_ns: u64,
+        syn: &Packet<'_>,
+        isn: u64,
+        endpoints: &[Endpoint],
+    ) -> Result<(), OpenError> {
+        if self.state != State::Idle {
+            return Err(OpenError::AlreadyStarted);
+        }
+        let Body::Syn(hs) = syn.body else {
+            return Err(OpenError::Invalid);
+        };
+        if self.paths.is_empty() {
+            return Err(OpenError::NoPath);
+        }
+        self.set_local_eps(endpoints)?;
+        for (slot, ep) in self
+            .peer_eps
+            .iter_mut()
+            .zip(hs.endpoints().map(Some).chain(core::iter::repeat(None)))
+        {
+            *slot = ep;
+        }
+        self.session_id = syn.header.session_id;
+        self.start_send_side(isn);
+        self.start_recv_side(hs.initial_seq);
+        self.peer_rwnd = hs.rwnd;
+        self.hs_path_id = if self.paths.find(syn.header.path_id).is_some() {
+            syn.header.path_id
+        } else {
+            self.first_path_id().unwrap_or(0)
+        };
+        self.state = State::SynReceived;
+        self.hs_due = true;
+        self.hs_backoff = 0;
+        self.hs_deadline = Some(now_ns.saturating_add(self.cfg.syn_rto_ns));
+        Ok(())
+    }
+
+    /// Closes this end's direction (shutdown for writing): a FIN follows every queued message.
+    ///
+    /// Before the handshake completes this abandons the connection instead (with an RST once
+    /// the peer may know it). Receiving continues until the peer's FIN.
+    pub fn close(&mut self, now_ns: u64) {
+        match self.state {
+            State::Idle => self.enter_closed(None),
+            State::SynSent | State::SynReceived => self.abort(now_ns),
+            State::Established => {
+                self.fin_queued = true;
+                self.state = State::FinWait;
+            }
+            State::CloseWait => {
+                self.fin_queued = true;
+                self.passive_close = true;
+                self.state = State::Closing;
+            }
+            _ => {}
+        }
+    }
+
+    /// Aborts the connection: sends one RST and closes at once, without error.
+    pub fn abort(&mut self, _now_ns: u64) {
+        match self.state {
+            State::Idle | State::Closed(_) => {}
+            State::TimeWait => self.enter_closed(None),
+            _ => {
+                self.rst_due = Some(self.hs_path_id_or_first());
+                self.enter_closed(None);
+            }
+        }
+    }
+
+    fn hs_path_id_or_first(&self) -> u32 {
+        if self.paths.find(self.hs_path_id).is_some() {
+            self.hs_path_id
+        } else {
+            self.first_path_id().unwrap_or(self.hs_path_id)
+        }
+    }
+
+    fn enter_closed(&mut self, err: Option<ConnError>) {
+        if matches!(self.state, State::Closed(_)) {
+            return;
+        }
+        self.state = State::Closed(err);
+        self.hs_due = false;
+        self.hs_deadline = None;
+        self.rto_deadline = None;
+        self.rack_deadline = None;
+        self.ack_deadline = None;
+        self.tw_deadline = None;
+        self.ack_now = false;
+        self.ack_pending = false;
+        self.probe_due = PathSet::EMPTY;
+        self.probe_replies_len = 0;
+        self.push_event(Event::Closed(err));
+    }
+
+    fn enter_time_wait(&mut self, now_ns: u64) {
+        self.state = State::TimeWait;
+        self.rto_deadline = None;
+        self.rack_deadline = None;
+        self.probe_due = PathSet::EMPTY;
+        self.tw_deadline = Some(now_ns.saturating_add(self.cfg.time_wait_ns));
+    }
+
+    /// Both FINs are done (ours acknowledged, the peer's delivered): finish.
+    fn maybe_finish(&mut self, now_ns: u64) {
+        if !(self.fin_acked && self.peer_fin_done) {
+            return;
+        }
+        if self.passive_close {
+            self.enter_closed(None);
+        } else {
+            self.enter_time_wait(now_ns);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Events
+    // -----------------------------------------------------------------------------------------
+
+    fn push_event(&mut self, ev: Event) -> bool {
+        if self.ev_len >= EVENT_QUEUE {
+            return false;
+        }
+        let idx = (self.ev_head.wrapping_add(self.ev_len)) % EVENT_QUEUE;
+        if let Some(slot) = self.events.get_mut(idx) {
+            *slot = ev;
+            self.ev_len = self.ev_len.saturating_add(1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Returns the next event for the glue, oldest first.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        if self.ev_len == 0 {
+            return None;
+        }
+        let ev = self.events.get(self.ev_head).copied();
+        self.ev_head = self.ev_head.wrapping_add(1) % EVENT_QUEUE;
+        self.ev_len = self.ev_len.saturating_sub(1);
+        // Delivery stops while the queue is full; make up for it.
+        self.advance_rcv();
+        ev
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Sending messages
+    // -----------------------------------------------------------------------------------------
+
+    /// Queues a message of `len` bytes; returns its id, which [`DataRef::msg_id`] names.
+    ///
+    /// Ids count up from zero without gaps. The glue keeps the message bytes until
+    /// [`Conn::acked_msgs`] is above the id.
+    pub fn send_message(&mut self, len: u32) -> Result<u64, SendError> {
+        match self.state {
+            State::Established | State::CloseWait => {}
+            State::Closed(Some(e)) => return Err(SendError::Failed(e)),
+            State::FinWait | State::Closing | State::TimeWait | State::Closed(None) => {
+                return Err(SendError::Shutdown)
+            }
+            State::Idle | State::SynSent | State::SynReceived => {
+                return Err(SendError::NotConnected)
+            }
+        }
+        if self.fin_queued {
+            return Err(SendError::Shutdown);
+        }
+        if len > self.cfg.max_msg {
+            return Err(SendError::MsgSize);
+        }
+        let fits = self.snd_buffered.saturating_add(u64::from(len)) <= u64::from(self.cfg.sndbuf);
+        // An empty buffer takes any message that passed the size check, so a send buffer
+        // smaller than the largest message cannot block forever.
+        if self.msgq_len >= MSG_QUEUE || !(fits || self.snd_buffered == 0) {
+            return Err(SendError::WouldBlock);
+        }
+        let idx = self.msgq_head.wrapping_add(self.msgq_len) % MSG_QUEUE;
+        let Some(slot) = self.msgq.get_mut(idx) else {
+            return Err(SendError::WouldBlock);
+        };
+        *slot = len;
+        self.msgq_len = self.msgq_len.saturating_add(1);
+        let id = self.next_msg_id;
+        self.next_msg_id = self.next_msg_id.saturating_add(1);
+        self.snd_buffered = self.snd_buffered.saturating_add(u64::from(len));
+        self.stats.msgs_sent = self.stats.msgs_sent.saturating_add(1);
+        Ok(id)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Transmission
+    // -----------------------------------------------------------------------------------------
+
+    fn path_id_of(&self, idx: PathIdx) -> u32 {
+        self.paths.get(idx).map_or(0, |p| p.ids().path_id)
+    }
+
+    /// Chooses a path for a control packet: the one named if it is not Failed, else the first
+    /// Active one, else the one named, else any.
+    fn control_path(&self, path_id: u32) -> Option<PathIdx> {
+        let named = self.paths.find(path_id);
+        if let Some(i) = named {
+            if self
+                .paths
+                .get(i)
+                .is_some_and(|p| p.state() != PathState::Failed)
+            {
+                return Some(i);
+            }
+        }
+        self.paths
+            .iter()
+            .find(|(_, p)| p.state() == PathState::Active)
+            .map(|(i, _)| i)
+            .or(named)
+            .or_else(|| self.paths.iter().next().map(|(i, _)| i))
+    }
+
+    /// Returns the next datagram to send, written into `buf`, or `None` when there is nothing
+    /// to send now (call again after the next input, event or timer).
+    ///
+    /// `buf` must hold at least [`MIN_TX_BUF`] bytes; for DATA it must also have room for the
+    /// payload behind the header (see [`DataRef`]).
+    pub fn poll_transmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if buf.len() < MIN_TX_BUF {
+            return None;
+        }
+        self.last_now = self.last_now.max(now_ns);
+        if let Some(path_id) = self.rst_due.take() {
+            if let Some(tx) = self.build_rst(path_id, buf) {
+                return Some(tx);
+            }
+        }
+        match self.state {
+            State::Idle | State::Closed(_) => None,
+            State::SynSent | State::SynReceived => self.build_handshake(now_ns, buf),
+            State::TimeWait => {
+                // Still answer probes: the peer may be waiting for its path to come back to
+                // retransmit its FIN.
+                if self.ack_now {
+                    if let Some(tx) = self.build_ack(buf) {
+                        return Some(tx);
+                    }
+                }
+                self.build_probe_reply(buf)
+            }
+            State::Established | State::FinWait | State::CloseWait | State::Closing => {
+                if self.ack_due(now_ns) {
+                    if let Some(tx) = self.build_ack(buf) {
+                        return Some(tx);
+                    }
+                }
+                if let Some(tx) = self.build_probe_reply(buf) {
+                    return Some(tx);
+                }
+                if let Some(tx) = self.build_probe(now_ns, buf) {
+                    return Some(tx);
+                }
+                if let Some(tx) = self.build_retransmit(now_ns, buf) {
+                    return Some(tx);
+                }
+                if let Some(tx) = self.build_new_data(now_ns, buf) {
+                    return Some(tx);
+                }
+                self.build_fin(now_ns, buf)
+            }
+        }
+    }
+
+    fn build_rst(&mut self, path_id: u32, buf: &mut [u8]) -> Option<Transmit> {
+        let path = self.control_path(path_id)?;
+        let pid = self.path_id_of(path);
+        let len = encode_control(
+            buf,
+            self.session_id,
+            pid,
+            Flags::new(PacketType::Rst),
+            self.snd_nxt,
+            self.rcv_nxt,
+            &Body::Rst,
+        )?;
+        Some(Transmit {
+            path,
+            len,
+            data: None,
+        })
+    }
+
+    fn build_handshake(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.hs_due {
+            return None;
+        }
+        let path = self.control_path(self.hs_path_id)?;
+        let pid = self.path_id_of(path);
+        let rwnd = self.rwnd();
+        let mut eps = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
+        let mut n = 0usize;
+        for (dst, src) in eps.iter_mut().zip(self.local_eps.iter().flatten()) {
+            *dst = *src;
+            n = n.saturating_add(1);
+        }
+        let eps = eps.get(..n).unwrap_or(&[]);
+        let hs = Handshake::new(self.isn, rwnd, eps);
+        let (body, ack) = if self.state == State::SynSent {
+            (Body::Syn(hs), 0)
+        } else {
+            (Body::SynAck(hs), self.rcv_nxt)
+        };
+        let len = encode_control(
+            buf,
+            self.session_id,
+            pid,
+            Flags::new(body.packet_type()),
+            self.isn,
+            ack,
+            &body,
+        )?;
+        self.hs_due = false;
+        self.hs_sent_ns = now_ns;
+        self.last_adv_rwnd = rwnd;
+        Some(Transmit {
+            path,
+            len,
+            data: None,
+        })
+    }
+
+    fn ack_due(&self, now_ns: u64) -> bool {
+        self.ack_now || (self.ack_pending && self.ack_deadline.is_some_and(|d| d <= now_ns))
+    }
+
+    fn build_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let path = self.control_path(self.ack_path_id)?;
+        let mut bitmap = [0u8; MAX_SACK_BYTES];
+        let span = self.rcv_high.saturating_sub(self.rcv_nxt).min(WINDOW_SEQ);
+        let mut used = 0usize;
+        for off in 1..span {
+            let seq = self.rcv_nxt.saturating_add(off);
+            let arrived = self
+                .recv
+                .get(slot_of(seq))
+                .is_some_and(|s| s.flags & SF_ARRIVED != 0);
+            if arrived {
+                // `off` is below WINDOW, so both conversions are exact.
+                let byte = (off / 8) as usize;
+                if let Some(b) = bitmap.get_mut(byte) {
+                    *b |= 1 << (off % 8);
+                    used = byte.saturating_add(1);
+                }
+            }
+        }
+        let rwnd = self.rwnd();
+        let sack = Sack::new(0, rwnd, self.rcv_nxt, bitmap.get(..used).unwrap_or(&[]));
+        let len = encode_control(
+            buf,
+            self.session_id,
+            self.ack_path_id,
+            Flags::new(PacketType::Ack),
+            self.snd_nxt,
+            self.rcv_nxt,
+            &Body::Ack(sack),
+        )?;
+        self.ack_now = false;
+        self.ack_pending = false;
+        self.ack_deadline = None;
+        self.unacked_pkts = 0;
+        self.last_adv_rwnd = rwnd;
+        self.stats.acks_sent = self.stats.acks_sent.saturating_add(1);
+        Some(Transmit {
+            path,
+            len,
+            data: None,
+        })
+    }
+
+    fn build_probe_reply(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        if self.probe_replies_len == 0 {
+            return None;
+        }
+        self.probe_replies_len = self.probe_replies_len.saturating_sub(1);
+        let (path_id, probe) = *self.probe_replies.get(self.probe_replies_len)?;
+        let path = self.control_path(path_id)?;
+        let len = encode_control(
+            buf,
+            self.session_id,
+            path_id,
+            Flags::new(PacketType::ProbeAck),
+            self.snd_nxt,
+            self.rcv_nxt,
+            &Body::ProbeAck(probe),
+        )?;
+        Some(Transmit {
+            path,
+            len,
+            data: None,
+        })
+    }
+
+    fn build_probe(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        let idx = self.probe_due.iter().next()?;
+        self.probe_due.remove(idx);
+        let pid = self.paths.get(idx)?.ids().path_id;
+        self.probe_nonce = self.probe_nonce.wrapping_add(1);
+        let probe = Probe {
+            nonce: self.probe_nonce,
+            ts: now_ns,
+        };
+        let len = encode_control(
+            buf,
+            self.session_id,
+            pid,
+            Flags::new(PacketType::Probe),
+            self.snd_nxt,
+            self.rcv_nxt,
+            &Body::Probe(probe),
+        )?;
+        self.paths.on_probe_sent(idx, now_ns);
+        self.stats.probes_sent = self.stats.probes_sent.saturating_add(1);
+        Some(Transmit {
+            path: idx,
+            len,
+            data: None,
+        })
+    }
+
+    /// Writes the header of a DATA or FIN packet for `slot` at `seq` and records the send.
+    fn emit_slot(
+        &mut self,
+        now_ns: u64,
+        seq: u64,
+        path: PathIdx,
+        retransmit: bool,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let pid = self.path_id_of(path);
+        let mut slot = *self.send.get(slot_of(seq))?;
+        let fin = slot.flags & SF_FIN != 0;
+        let len = if fin {
+            encode_control(
+                buf,
+                self.session_id,
+                pid,
+                Flags::new(PacketType::Fin),
+                seq,
+                self.rcv_nxt,
+                &Body::Fin,
+            )?
+        } else {
+            let mut flags = Flags::new(PacketType::Data);
+            if slot.flags & SF_FIRST != 0 {
+                flags |= Flags::FIRST;
+            }
+            if slot.flags & SF_LAST != 0 {
+                flags |= Flags::LAST;
+            }
+            let header = Header {
+                flags,
+                session_id: self.session_id,
+                path_id: pid,
+                seq,
+                ack: self.rcv_nxt,
+                payload_len: slot.len,
+            };
+            mrc_proto::encode_header(&header, buf).ok()?;
+            HEADER_LEN.checked_add(usize::try_from(slot.len).ok()?)?
+        };
+        self.tx_order = self.tx_order.saturating_add(1);
+        slot.sent_ns = now_ns;
+        slot.tx_order = self.tx_order;
+        slot.path = u16::try_from(path).unwrap_or(u16::MAX);
+        slot.state = SlotState::InFlight;
+        slot.tx_count = slot.tx_count.saturating_add(1);
+        if let Some(s) = self.send.get_mut(slot_of(seq)) {
+            *s = slot;
+        }
+        self.paths
+            .on_sent(path, now_ns, wire_len(slot.len), retransmit);
+        if !fin {
+            self.stats.data_sent = self.stats.data_sent.saturating_add(1);
+        }
+        if retransmit {
+            self.stats.retransmits = self.stats.retransmits.saturating_add(1);
+        }
+        if self.rto_deadline.is_none() || self.persist {
+            self.persist = false;
+            self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+        }
+        let data = (!fin).then_some(DataRef {
+            seq,
+            msg_id: slot.msg_id,
+            offset: slot.offset,
+            len: slot.len,
+            retransmit,
+        });
+        Some(Transmit { path, len, data })
+    }
+
+    fn build_retransmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if self.lost_count == 0 {
+            return None;
+        }
+        let mut seq = self.retx_cursor.max(self.snd_una);
+        while seq < self.snd_nxt {
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            if slot.state == SlotState::Lost {
+                self.retx_cursor = seq;
+                let path = self
+                    .paths
+                    .pick_retransmit_path(wire_len(slot.len), Some(usize::from(slot.path)))?;
+                self.lost_count = self.lost_count.saturating_sub(1);
+                self.retx_cursor = seq.saturating_add(1);
+                return self.emit_slot(now_ns, seq, path, true, buf);
+            }
+            seq = seq.saturating_add(1);
+        }
+        // Nothing Lost in range: the count was stale (acknowledged after being declared lost).
+        self.lost_count = 0;
+        self.retx_cursor = self.snd_nxt;
+        None
+    }
+
+    fn ring_full(&self) -> bool {
+        self.snd_nxt.saturating_sub(self.snd_una) >= WINDOW_SEQ
+    }
+
+    fn build_new_data(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if self.msgq_len == 0 || self.ring_full() {
+            return None;
+        }
+        let msg_len = *self.msgq.get(self.msgq_head)?;
+        let remaining = msg_len.saturating_sub(self.head_offset);
+        let len = remaining.min(self.cfg.max_payload());
+        let in_window =
+            self.snd_unknown.saturating_add(u64::from(len)) <= u64::from(self.peer_rwnd);
+        let probe = !in_window && self.persist_probe;
+        if !in_window && !probe {
+            if self.snd_una == self.snd_nxt && self.rto_deadline.is_none() {
+                // Closed window and nothing outstanding: only a window probe can reopen it
+                // if the window update gets lost.
+                self.persist = true;
+                self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+            }
+            return None;
+        }
+        let path = self.paths.pick_path(now_ns, wire_len(len))?;
+        if probe {
+            self.persist_probe = false;
+            self.stats.window_probes = self.stats.window_probes.saturating_add(1);
+        }
+        let mut flags = 0;
+        if self.head_offset == 0 {
+            flags |= SF_FIRST;
+        }
+        if len == remaining {
+            flags |= SF_LAST;
+        }
+        let seq = self.snd_nxt;
+        let slot = self.send.get_mut(slot_of(seq))?;
+        *slot = SendSlot {
+            msg_id: self.msgq_head_id,
+            offset: self.head_offset,
+            len,
+            flags,
+            ..SendSlot::default()
+        };
+        self.snd_nxt = seq.saturating_add(1);
+        self.snd_unknown = self.snd_unknown.saturating_add(u64::from(len));
+        if flags & SF_LAST != 0 {
+            self.msgq_head = self.msgq_head.wrapping_add(1) % MSG_QUEUE;
+            self.msgq_len = self.msgq_len.saturating_sub(1);
+            self.msgq_head_id = self.msgq_head_id.saturating_add(1);
+            self.head_offset = 0;
+        } else {
+            self.head_offset = self.head_offset.saturating_add(len);
+        }
+        self.emit_slot(now_ns, seq, path, false, buf)
+    }
+
+    fn build_fin(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if !self.fin_queued || self.fin_seq.is_some() || self.msgq_len != 0 || self.ring_full() {
+            return None;
+        }
+        let path = self
+            .paths
+            .pick_path(now_ns, wire_len(0))
+            .or_else(|| self.paths.pick_retransmit_path(wire_len(0), None))?;
+        let seq = self.snd_nxt;
+        let slot = self.send.get_mut(slot_of(seq))?;
+        *slot = SendSlot {
+            msg_id: self.next_msg_id,
+            flags: SF_FIN,
+            ..SendSlot::default()
+        };
+        self.fin_seq = Some(seq);
+        self.snd_nxt = seq.saturating_add(1);
+        self.emit_slot(now_ns, seq, path, false, buf)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Input
+    // -----------------------------------------------------------------------------------------
+
+    /// Processes one packet that [`mrc_proto::decode`] accepted for this connection.
+    ///
+    /// Afterwards the glue drains [`Conn::poll_event`] and [`Conn::poll_transmit`] and re-arms
+    /// the timer.
+    pub fn handle_packet(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
+        let h = &pkt.header;
+        self.last_now = self.last_now.max(now_ns);
+        if h.session_id != self.session_id {
+            return Input::Dropped(DropReason::WrongSession);
+        }
+        match self.state {
+            State::Idle | State::Closed(_) => Input::Dropped(DropReason::BadState),
+            State::SynSent => self.input_syn_sent(now_ns, pkt),
+            State::SynReceived => match pkt.body {
+                Body::Syn(_) => {
+                    // Our SYN_ACK was lost: send it again.
+                    self.hs_due = true;
+                    Input::Consumed
+                }
+                Body::Rst => {
+                    self.enter_closed(Some(ConnError::Reset));
+                    Input::Consumed
+                }
+                Body::Ack(_) | Body::Data(_) | Body::Fin => {
+                    if h.ack != self.isn {
+                        return Input::Dropped(DropReason::Invalid);
+                    }
+                    self.establish(now_ns);
+                    self.input_synchronized(now_ns, pkt)
+                }
+                _ => Input::Dropped(DropReason::BadState),
+            },
+            State::Established
+            | State::FinWait
+            | State::CloseWait
+            | State::Closing
+            | State::TimeWait => self.input_synchronized(now_ns, pkt),
+        }
+    }
+
+    fn handshake_rtt_sample(&mut self, now_ns: u64) {
+        // Karn: a retransmitted SYN makes the sample ambiguous.
+        if self.hs_backoff != 0 {
+            return;
+        }
+        if let Some(idx) = self.paths.find(self.hs_path_id) {
+            let rtt = now_ns.saturating_sub(self.hs_sent_ns);
+            self.paths.on_ack(idx, now_ns, 0, Some(rtt), false);
+        }
+    }
+
+    fn establish(&mut self, now_ns: u64) {
+        self.handshake_rtt_sample(now_ns);
+        self.state = State::Established;
+        self.hs_due = false;
+        self.hs_deadline = None;
+        self.hs_backoff = 0;
+        self.push_event(Event::Connected);
+    }
+
+    fn input_syn_sent(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
+        match pkt.body {
+            Body::SynAck(hs) => {
+                if pkt.header.ack != self.isn {
+                    return Input::Dropped(DropReason::Invalid);
+                }
+                for (slot, ep) in self
+                    .peer_eps
+                    .iter_mut()
+                    .zip(hs.endpoints().map(Some).chain(core::iter::repeat(None)))
+                {
+                    *slot = ep;
+                }
+                self.start_recv_side(hs.initial_seq);
+                self.peer_rwnd = hs.rwnd;
+                self.establish(now_ns);
+                // The third leg of the handshake.
+                self.ack_path_id = pkt.header.path_id;
+                self.ack_now = true;
+                Input::Consumed
+            }
+            Body::Rst => {
+                self.enter_closed(Some(ConnError::Refused));
+                Input::Consumed
+            }
+            _ => Input::Dropped(DropReason::BadState),
+        }
+    }
+
+    fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
+        let h = &pkt.header;
+        match pkt.body {
+            Body::Rst => {
+                let err = if self.state == State::TimeWait {
+                    None
+                } else {
+                    Some(ConnError::Reset)
+                };
+                self.enter_closed(err);
+                Input::Consumed
+            }
+            Body::Syn(_) => Input::Dropped(DropReason::BadState),
+            Body::SynAck(_) => {
+                // Our handshake ACK was lost and the peer repeats its SYN_ACK.
+                if self.rcv_nxt == self.peer_isn {
+                    self.ack_path_id = h.path_id;
+                    self.ack_now = true;
+                }
+                Input::Consumed
+            }
+            Body::Ack(sack) => {
+                self.stats.acks_received = self.stats.acks_received.saturating_add(1);
+                if self.state == State::TimeWait {
+                    return Input::Consumed;
+                }
+                if self.process_ack(now_ns, h.ack, Some(&sack), h.flags.ece()) {
+                    Input::Consumed
+                } else {
+                    Input::Dropped(DropReason::Invalid)
+                }
+            }
+            Body::Data(payload) => {
+                if self.state != State::TimeWait {
+                    self.process_ack(now_ns, h.ack, None, false);
+                }
+                self.input_data(now_ns, h, payload.len(), false)
+            }
+            Body::Fin => {
+                if self.state != State::TimeWait {
+                    self.process_ack(now_ns, h.ack, None, false);
+                }
+                self.input_data(now_ns, h, 0, true)
+            }
+            Body::Probe(probe) => {
+                if self.probe_replies_len < PROBE_REPLY_QUEUE {
+                    if let Some(slot) = self.probe_replies.get_mut(self.probe_replies_len) {
+                        *slot = (h.path_id, probe);
+                        self.probe_replies_len = self.probe_replies_len.saturating_add(1);
+                    }
+                }
+                Input::Consumed
+            }
+            Body::ProbeAck(probe) => {
+                if let Some(idx) = self.paths.find(h.path_id) {
+                    if probe.ts <= now_ns {
+                        let rtt = now_ns.saturating_sub(probe.ts);
+                        self.paths.on_probe_ack(idx, now_ns, rtt);
+                    }
+                }
+                Input::Consumed
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Acknowledgements received
+    // -----------------------------------------------------------------------------------------
+
+    /// Marks the packet at `seq` as delivered; returns whether it was newly so.
+    fn deliver_slot(&mut self, now_ns: u64, seq: u64, ece: bool) -> bool {
+        let Some(slot) = self.send.get(slot_of(seq)).copied() else {
+            return false;
+        };
+        match slot.state {
+            SlotState::InFlight => {
+                let path = usize::from(slot.path);
+                let sample = now_ns.saturating_sub(slot.sent_ns);
+                let rtt = (slot.tx_count == 1).then_some(sample);
+                self.paths
+                    .on_ack(path, now_ns, wire_len(slot.len), rtt, ece);
+                // An acknowledgement that came back faster than the path's fastest RTT belongs
+                // to an earlier transmission and says nothing about the latest one.
+                let plausible = slot.tx_count == 1
+                    || sample
+                        >= self
+                            .paths
+                            .get(path)
+                            .and_then(|p| p.min_rtt_ns())
+                            .unwrap_or(0);
+                if plausible {
+                    if let Some(r) = self.rack_order.get_mut(path) {
+                        *r = (*r).max(slot.tx_order);
+                    }
+                }
+            }
+            SlotState::Lost => {
+                // Arrived after all; its retransmission is no longer needed.
+                self.lost_count = self.lost_count.saturating_sub(1);
+            }
+            SlotState::Sacked | SlotState::Free => return false,
+        }
+        self.snd_unknown = self.snd_unknown.saturating_sub(u64::from(slot.len));
+        if let Some(s) = self.send.get_mut(slot_of(seq)) {
+            s.state = SlotState::Sacked;
+        }
+        true
+    }
+
+    /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
+    fn process_ack(&mut self, now_ns: u64, cum: u64, sack: Option<&Sack<'_>>, ece: bool) -> bool {
+        if cum > self.snd_nxt {
+            return false;
+        }
+        let mut progress = false;
+        while self.snd_una < cum {
+            let seq = self.snd_una;
+            self.deliver_slot(now_ns, seq, ece);
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            self.snd_buffered = self.snd_buffered.saturating_sub(u64::from(slot.len));
+            if slot.flags & SF_LAST != 0 {
+                self.acked_msgs = self.acked_msgs.max(slot.msg_id.saturating_add(1));
+            }
+            if slot.flags & SF_FIN != 0 {
+                self.fin_acked = true;
+            }
+            if let Some(s) = self.send.get_mut(slot_of(seq)) {
+                *s = SendSlot::default();
+            }
+            self.snd_una = seq.saturating_add(1);
+            progress = true;
+        }
+        if let Some(sack) = sack {
+            self.peer_rwnd = sack.rwnd;
+            for seq in sack.sacked() {
+                if seq >= self.snd_nxt {
+                    break;
+                }
+                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, ece) {
+                    progress = true;
+                }
+            }
+            if self.persist || sack.rwnd < self.cfg.max_payload() {
+                // The peer is alive and has told its window: a closed window is not a dead
+                // peer, so it does not count towards giving up.
+                self.rto_backoff = 0;
+                if self.snd_una == self.snd_nxt {
+                    self.rto_deadline = None;
+                    self.persist = false;
+                }
+            }
+        }
+        if progress {
+            self.rto_backoff = 0;
+            self.persist = false;
+            self.rto_deadline = if self.snd_una < self.snd_nxt {
+                Some(now_ns.saturating_add(self.rto_ns()))
+            } else {
+                None
+            };
+            self.detect_losses(now_ns);
+        }
+        if self.fin_acked {
+            match self.state {
+                State::FinWait | State::Closing => self.maybe_finish(now_ns),
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// Returns the RACK reorder window of a path.
+    fn reorder_window(&self, path: PathIdx) -> u64 {
+        let min_rtt = self
+            .paths
+            .get(path)
+            .and_then(|p| p.min_rtt_ns())
+            .unwrap_or(0);
+        (min_rtt / 4).max(self.cfg.reorder_min_ns)
+    }
+
+    /// RACK: declares lost every packet in flight that was sent before an acknowledged packet
+    /// on the same path and is older than that path's RTT plus the reorder window; arms the
+    /// reorder timer for the ones that are not old enough yet.
+    fn detect_losses(&mut self, now_ns: u64) {
+        self.rack_deadline = None;
+        let mut seq = self.snd_una;
+        while seq < self.snd_nxt {
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            if slot.state == SlotState::InFlight {
+                let path = usize::from(slot.path);
+                let newest = self.rack_order.get(path).copied().unwrap_or(0);
+                if slot.tx_order < newest {
+                    let srtt = self
+                        .paths
+                        .get(path)
+                        .and_then(|p| p.srtt_ns())
+                        .unwrap_or(self.cfg.path.initial_rtt_ns);
+                    let due = slot
+                        .sent_ns
+                        .saturating_add(srtt)
+                        .saturating_add(self.reorder_window(path));
+                    if now_ns >= due {
+                        self.mark_lost(now_ns, seq);
+                        self.stats.rack_losses = self.stats.rack_losses.saturating_add(1);
+                    } else {
+                        self.rack_deadline = min_opt(self.rack_deadline, Some(due));
+                    }
+                }
+            }
+            seq = seq.saturating_add(1);
+        }
+    }
+
+    fn mark_lost(&mut self, now_ns: u64, seq: u64) {
+        let Some(slot) = self.send.get_mut(slot_of(seq)) else {
+            return;
+        };
+        if slot.state != SlotState::InFlight {
+            return;
+        }
+        slot.state = SlotState::Lost;
+        let (path, len) = (usize::from(slot.path), slot.len);
+        self.lost_count = self.lost_count.saturating_add(1);
+        self.retx_cursor = self.retx_cursor.min(seq);
+        // The path's state change, if any, is picked up by the failure detector's timer.
+        let _ = self.paths.on_loss(path, now_ns, wire_len(len));
+    }
+
+    /// Returns the RFC 6298 RTO before backoff: the largest over the paths that can carry data.
+    fn rto_base(&self) -> u64 {
+        let mut rto = 0u64;
+        let mut all = 0u64;
+        for (i, p) in self.paths.iter() {
+            let r = self.paths.rto_ns(i).unwrap_or(0);
+            all = all.max(r);
+            if p.state() != PathState::Failed {
+                rto = rto.max(r);
+            }
+        }
+        let rto = if rto == 0 { all } else { rto };
+        if rto == 0 {
+            self.cfg
+                .path
+                .initial_rtt_ns
+                .saturating_mul(3)
+                .max(self.cfg.path.rto_min_ns)
+                .max(1)
+        } else {
+            rto
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Data received
+    // -----------------------------------------------------------------------------------------
+
+    fn input_data(&mut self, now_ns: u64, h: &Header, len: usize, fin: bool) -> Input {
+        let seq = h.seq;
+        self.ack_path_id = h.path_id;
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        if self.peer_fin.is_some_and(|f| seq > f || (fin && seq != f)) {
+            self.ack_now = true;
+            return Input::Dropped(DropReason::OutOfWindow);
+        }
+        if seq < self.rcv_nxt {
+            // The peer has not seen our ack: tell it again.
+            self.ack_now = true;
+            if self.state == State::TimeWait {
+                // A retransmitted FIN: the peer still needs us, so linger as long again.
+                self.tw_deadline = Some(now_ns.saturating_add(self.cfg.time_wait_ns));
+            }
+            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            return Input::Dropped(DropReason::Duplicate);
+        }
+        if seq >= self.rcv_nxt.saturating_add(WINDOW_SEQ) || (fin && seq < self.rcv_high) {
+            self.ack_now = true;
+            self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
+            return Input::Dropped(DropReason::OutOfWindow);
+        }
+        let Some(slot) = self.recv.get(slot_of(seq)).copied() else {
+            return Input::Dropped(DropReason::OutOfWindow);
+        };
+        if slot.flags & SF_ARRIVED != 0 {
+            self.ack_now = true;
+            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            return Input::Dropped(DropReason::Duplicate);
+        }
+        if !fin {
+            let used = self.rcv_held.saturating_add(self.rcv_unread);
+            let fits = used.saturating_add(u64::from(len)) <= u64::from(self.cfg.rcvbuf);
+            // The packet at the cumulative ack is always taken while the application has
+            // nothing to read, or a buffer full of out-of-order data would block forever. The
+            // send ring bounds what this can hold.
+            let head = seq == self.rcv_nxt && self.rcv_unread == 0;
+            if !(fits || head) {
+                self.ack_now = true;
+                self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
+                return Input::Dropped(DropReason::NoBuffer);
+            }
+        }
+        let mut flags = SF_ARRIVED;
+        if fin {
+            flags |= SF_FIN;
+            self.peer_fin = Some(seq);
+        } else {
+            if h.flags.first() {
+                flags |= SF_FIRST;
+            }
+            if h.flags.last() {
+                flags |= SF_LAST;
+            }
+            self.rcv_held = self.rcv_held.saturating_add(u64::from(len));
+            self.stats.data_received = self.stats.data_received.saturating_add(1);
+        }
+        if let Some(s) = self.recv.get_mut(slot_of(seq)) {
+            *s = RecvSlot { len, flags };
+        }
+        let had_gap = self.rcv_high > self.rcv_nxt;
+        let in_order = seq == self.rcv_nxt;
+        self.rcv_high = self.rcv_high.max(seq.saturating_add(1));
+        self.advance_rcv();
+        self.ack_pending = true;
+        self.unacked_pkts = self.unacked_pkts.saturating_add(1);
+        let gap = self.rcv_high > self.rcv_nxt;
+        if fin || !in_order || had_gap || gap || self.unacked_pkts >= self.cfg.ack_every.max(1) {
+            self.ack_now = true;
+        } else if self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now_ns.saturating_add(self.cfg.delack_ns));
+        }
+        if fin {
+            Input::Consumed
+        } else {
+            Input::Store { seq }
+        }
+    }
+
+    /// Moves the cumulative ack over every packet that has arrived in order, reporting each
+    /// completed message and the peer's FIN.
+    fn advance_rcv(&mut self) {
+        while self.rcv_nxt < self.rcv_high {
+            let idx = slot_of(self.rcv_nxt);
+            let Some(slot) = self.recv.get(idx).copied() else {
+                return;
+            };
+            if slot.flags & SF_ARRIVED == 0 {
+                return;
+            }
+            if self.ev_len >= EVENT_QUEUE.saturating_sub(EVENT_RESERVE) {
+                return;
+            }
+            let seq = self.rcv_nxt;
+            if slot.flags & SF_FIN != 0 {
+                self.push_event(Event::PeerFin);
+                self.on_peer_fin_delivered();
+            } else {
+                if slot.flags & SF_FIRST != 0 {
+                    self.msg_first = seq;
+                    self.msg_len = 0;
+                }
+                self.msg_len = self.msg_len.saturating_add(u64::from(slot.len));
+                if self.msg_len > u64::from(self.cfg.max_msg) {
+                    self.rst_due = Some(self.ack_path_id);
+                    self.enter_closed(Some(ConnError::Protocol));
+                    return;
+                }
+                if slot.flags & SF_LAST != 0 {
+                    let len = u32::try_from(self.msg_len).unwrap_or(u32::MAX);
+                    self.push_event(Event::Message {
+                        first_seq: self.msg_first,
+                        last_seq: seq,
+                        len,
+                    });
+                    self.rcv_held = self.rcv_held.saturating_sub(self.msg_len);
+                    self.rcv_unread = self.rcv_unread.saturating_add(self.msg_len);
+                    self.stats.msgs_delivered = self.stats.msgs_delivered.saturating_add(1);
+                    self.msg_len = 0;
+                    self.msg_first = seq.saturating_add(1);
+                }
+            }
+            if let Some(s) = self.recv.get_mut(idx) {
+                *s = RecvSlot::default();
+            }
+            self.rcv_nxt = seq.saturating_add(1);
+        }
+    }
+
+    fn on_peer_fin_delivered(&mut self) {
+        self.peer_fin_done = true;
+        self.ack_now = true;
+        match self.state {
+            State::Established => self.state = State::CloseWait,
+            State::FinWait => {
+                self.state = State::Closing;
+                self.maybe_finish(self.last_now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Reports that the application consumed (or discarded) `bytes` of delivered messages,
+    /// which reopens the receive window.
+    pub fn release_recv(&mut self, bytes: u64) {
+        self.rcv_unread = self.rcv_unread.saturating_sub(bytes);
+        if !self.state.is_synchronized() {
+            return;
+        }
+        let now = self.rwnd();
+        let mss = self.cfg.max_payload();
+        let step = (self.cfg.rcvbuf / 4).max(mss.saturating_mul(2));
+        // Tell the sender when the window grew enough to matter, not at every read.
+        if now >= self.last_adv_rwnd.saturating_add(step)
+            || (self.last_adv_rwnd < mss && now >= mss)
+        {
+            self.ack_now = true;
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Timers
+    // -----------------------------------------------------------------------------------------
+
+    /// Returns when [`Conn::on_timeout`] should be called next, or `None` if no timer is needed.
+    ///
+    /// The time may be at or before `now_ns`, meaning "now".
+    pub fn next_timeout(&self, now_ns: u64) -> Option<u64> {
+        match self.state {
+            State::Idle | State::Closed(_) => None,
+            State::SynSent | State::SynReceived => self.hs_deadline,
+            State::TimeWait => self.tw_deadline,
+            State::Established | State::FinWait | State::CloseWait | State::Closing => {
+                let ack = if self.ack_pending && !self.ack_now {
+                    self.ack_deadline
+                } else {
+                    None
+                };
+                let t = min_opt(ack, self.rack_deadline);
+                let t = min_opt(t, self.rto_deadline);
+                min_opt(t, self.paths.next_timer(now_ns))
+            }
+        }
+    }
+
+    /// Runs every timer that is due at `now_ns`; calling it early is harmless.
+    pub fn on_timeout(&mut self, now_ns: u64) {
+        self.last_now = self.last_now.max(now_ns);
+        match self.state {
+            State::Idle | State::Closed(_) => {}
+            State::SynSent | State::SynReceived => {
+                if self.hs_deadline.is_some_and(|d| d <= now_ns) {
+                    self.hs_backoff = self.hs_backoff.saturating_add(1);
+                    if self.hs_backoff > self.cfg.syn_retries {
+                        self.enter_closed(Some(ConnError::TimedOut));
+                        return;
+                    }
+                    self.hs_due = true;
+                    let t = backoff(self.cfg.syn_rto_ns, self.hs_backoff, u64::MAX);
+                    self.hs_deadline = Some(now_ns.saturating_add(t));
+                }
+            }
+            State::TimeWait => {
+                if self.tw_deadline.is_some_and(|d| d <= now_ns) {
+                    self.enter_closed(None);
+                }
+            }
+            State::Established | State::FinWait | State::CloseWait | State::Closing => {
+                if self.ack_pending && self.ack_deadline.is_some_and(|d| d <= now_ns) {
+                    self.ack_now = true;
+                    self.ack_deadline = None;
+                }
+                if self.rack_deadline.is_some_and(|d| d <= now_ns) {
+                    self.detect_losses(now_ns);
+                }
+                if self.rto_deadline.is_some_and(|d| d <= now_ns) {
+                    self.on_rto(now_ns);
+                    if !self.state.is_synchronized() {
+                        return;
+                    }
+                }
+                if self.paths.next_timer(now_ns).is_some_and(|t| t <= now_ns) {
+                    self.path_tick(now_ns);
+                }
+            }
+        }
+    }
+
+    fn on_rto(&mut self, now_ns: u64) {
+        if self.persist && self.snd_una == self.snd_nxt {
+            // Window probe: the peer is not known to be dead, so this does not count as a retry
+            // unless the probe itself goes unanswered.
+            self.persist_probe = true;
+            self.rto_backoff = self.rto_backoff.saturating_add(1).min(MAX_BACKOFF_SHIFT);
+            self.rto_deadline = None;
+            return;
+        }
+        self.persist = false;
+        self.rto_backoff = self.rto_backoff.saturating_add(1);
+        if self.rto_backoff > self.cfg.max_retries {
+            self.enter_closed(Some(ConnError::TimedOut));
+            return;
+        }
+        self.stats.rtos = self.stats.rtos.saturating_add(1);
+        let mut hit = PathSet::EMPTY;
+        let mut seq = self.snd_una;
+        while seq < self.snd_nxt {
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            if slot.state == SlotState::InFlight {
+                hit.insert(usize::from(slot.path));
+                self.mark_lost(now_ns, seq);
+                self.stats.rto_losses = self.stats.rto_losses.saturating_add(1);
+            }
+            seq = seq.saturating_add(1);
+        }
+        for idx in hit.iter() {
+            self.paths.on_rto(idx, now_ns);
+        }
+        self.rack_deadline = None;
+        self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+    }
+
+    fn path_tick(&mut self, now_ns: u64) {
+        let res = self.paths.on_tick(now_ns);
+        for idx in res.probe.iter() {
+            self.probe_due.insert(idx);
+        }
+        for idx in res.changed.iter() {
+            let down = self
+                .paths
+                .get(idx)
+                .is_some_and(|p| p.state() != PathState::Active);
+            if down {
+                self.evacuate_path(now_ns, idx);
+            }
+        }
+    }
+
+    /// Declares lost everything in flight on a path that left Active, so it is resent
+    /// elsewhere at once instead of after a timeout.
+    fn evacuate_path(&mut self, now_ns: u64, idx: PathIdx) {
+        let mut seq = self.snd_una;
+        while seq < self.snd_nxt {
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            if slot.state == SlotState::InFlight && usize::from(slot.path) == idx {
+                self.mark_lost(now_ns, seq);
+                self.stats.path_losses = self.stats.path_losses.saturating_add(1);
+            }
+            seq = seq.saturating_add(1);
+        }
+    }
+}

@@ -1,0 +1,710 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Deterministic network simulator for two `mrc_conn` endpoints.
+//!
+//! Two [`Node`]s, a client (index 0) and a server (index 1), each own a `Conn` and a tiny glue:
+//! a send queue of messages the application wants to send, the message bytes the core refers
+//! to by id, a store of received payloads keyed by sequence number, and the messages delivered
+//! so far. They are joined by N paths, each a pair of one-way links with its own rate,
+//! delay, jitter, loss, duplication, corruption, reordering and outage schedule. Everything
+//! runs in virtual nanoseconds off one seeded generator, so a seed replays exactly.
+//!
+//! Corrupted datagrams get one byte flipped and are fed to `mrc_proto::decode`, which must
+//! reject them; the simulator counts decode errors and never hands such a packet to the core.
+//!
+//! Shared by the simulator tests (and meant for later multipath tests), so not every item is
+//! used by every test binary.
+
+#![allow(dead_code)]
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+
+use mrc_core::mrc_conn::{self, Conn, ConnConfig, ConnError, Event, Input, State};
+use mrc_core::mrc_path::PathIds;
+use mrc_core::mrc_proto::{self, Body};
+
+/// One microsecond in nanoseconds.
+pub const US: u64 = 1_000;
+/// One millisecond in nanoseconds.
+pub const MS: u64 = 1_000_000;
+/// One second in nanoseconds.
+pub const SEC: u64 = 1_000_000_000;
+
+/// SplitMix64: small, fast, good enough for test schedules.
+#[derive(Clone, Debug)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// Returns the next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Returns a value in `0..n` (0 if `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    /// Returns a value in `lo..=hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi.saturating_sub(lo) + 1)
+    }
+
+    /// Returns true with probability `ppm` / 1e6.
+    pub fn chance(&mut self, ppm: u32) -> bool {
+        ppm > 0 && self.below(1_000_000) < u64::from(ppm)
+    }
+}
+
+/// One direction of one path.
+#[derive(Clone, Debug)]
+pub struct LinkCfg {
+    /// Fixed one-way delay.
+    pub delay_ns: u64,
+    /// Extra random delay, uniform in `0..=jitter_ns` (this alone reorders packets).
+    pub jitter_ns: u64,
+    /// Bottleneck rate in bytes per second; 0 means unlimited.
+    pub rate_bps: u64,
+    /// Loss probability in parts per million.
+    pub loss_ppm: u32,
+    /// Duplication probability in parts per million.
+    pub dup_ppm: u32,
+    /// Probability in parts per million that one byte is corrupted.
+    pub corrupt_ppm: u32,
+    /// Probability in parts per million that a packet is held back by `reorder_extra_ns`.
+    pub reorder_ppm: u32,
+    /// Extra delay of a reordered packet.
+    pub reorder_extra_ns: u64,
+    /// Time ranges `[start, end)` during which everything sent is lost.
+    pub outages: Vec<(u64, u64)>,
+}
+
+impl LinkCfg {
+    /// A clean link with the given delay and no rate limit.
+    pub fn clean(delay_ns: u64) -> Self {
+        LinkCfg {
+            delay_ns,
+            jitter_ns: 0,
+            rate_bps: 0,
+            loss_ppm: 0,
+            dup_ppm: 0,
+            corrupt_ppm: 0,
+            reorder_ppm: 0,
+            reorder_extra_ns: 0,
+            outages: Vec::new(),
+        }
+    }
+
+    /// A random impaired link: up to 10% loss, 2% duplication, 1% corruption, 10% reordering.
+    pub fn random(rng: &mut Rng) -> Self {
+        let delay_ns = rng.range(20 * US, 2 * MS);
+        let rates = [0, 125_000_000, 1_250_000_000, 12_500_000];
+        LinkCfg {
+            delay_ns,
+            jitter_ns: rng.below(delay_ns / 2 + 1),
+            rate_bps: rates[rng.below(rates.len() as u64) as usize],
+            loss_ppm: rng.below(100_001) as u32,
+            dup_ppm: rng.below(20_001) as u32,
+            corrupt_ppm: rng.below(10_001) as u32,
+            reorder_ppm: rng.below(100_001) as u32,
+            reorder_extra_ns: rng.range(US, 2 * delay_ns),
+            outages: Vec::new(),
+        }
+    }
+}
+
+/// Simulation parameters.
+#[derive(Clone, Debug)]
+pub struct SimCfg {
+    /// Seed of every random choice.
+    pub seed: u64,
+    /// Per path: (client to server, server to client).
+    pub paths: Vec<(LinkCfg, LinkCfg)>,
+    /// Configuration of both connections.
+    pub conn: ConnConfig,
+    /// Give up (and report unfinished) at this virtual time.
+    pub max_time_ns: u64,
+    /// Close both directions once every message has been accepted by the core.
+    pub close_when_done: bool,
+    /// The server application reads a delivered message only this long after delivery.
+    pub reader_delay_ns: u64,
+}
+
+impl SimCfg {
+    /// One clean path of the given one-way delay, default connection settings.
+    pub fn clean(seed: u64, paths: usize, delay_ns: u64) -> Self {
+        SimCfg {
+            seed,
+            paths: (0..paths)
+                .map(|_| (LinkCfg::clean(delay_ns), LinkCfg::clean(delay_ns)))
+                .collect(),
+            conn: ConnConfig::default(),
+            max_time_ns: 60 * SEC,
+            close_when_done: true,
+            reader_delay_ns: 0,
+        }
+    }
+}
+
+/// Counters of the network.
+#[derive(Clone, Debug, Default)]
+pub struct NetStats {
+    /// Datagrams handed to links.
+    pub sent: u64,
+    /// Datagrams dropped by loss or outage.
+    pub lost: u64,
+    /// Extra copies made.
+    pub duplicated: u64,
+    /// Datagrams with a flipped byte.
+    pub corrupted: u64,
+    /// Datagrams `decode` rejected.
+    pub decode_errors: u64,
+    /// Datagrams delivered to a core.
+    pub delivered: u64,
+}
+
+/// The path id both ends use for path `i`.
+pub fn path_id(i: usize) -> u32 {
+    100 + i as u32
+}
+
+fn ids(i: usize) -> PathIds {
+    PathIds {
+        path_id: path_id(i),
+        plane: i as u8,
+        entropy: 49152 + i as u16,
+    }
+}
+
+/// Expected content of a message: length and CRC32C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Digest {
+    /// Length in bytes.
+    pub len: usize,
+    /// CRC32C of the bytes.
+    pub crc: u32,
+}
+
+impl Digest {
+    /// Digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Digest {
+            len: bytes.len(),
+            crc: mrc_proto::crc32c(0, bytes),
+        }
+    }
+}
+
+/// One endpoint: a connection and its glue.
+pub struct Node {
+    /// The core under test.
+    pub conn: Box<Conn>,
+    /// Messages the application still wants to send.
+    pub app_queue: VecDeque<Vec<u8>>,
+    /// Digests of every message handed to the core, in order.
+    pub sent: Vec<Digest>,
+    /// Accepted messages not yet acknowledged: (id, bytes).
+    unacked: VecDeque<(u64, Vec<u8>)>,
+    /// Received payloads by sequence number.
+    rx_store: HashMap<u64, Vec<u8>>,
+    /// Digests of delivered messages, in order.
+    pub received: Vec<Digest>,
+    /// Delivered messages not yet read: (readable at, length).
+    unread: VecDeque<(u64, u32)>,
+    /// Every event other than messages, in order.
+    pub events: Vec<Event>,
+    /// Whether `close` has been called.
+    pub closed_by_app: bool,
+    timer_at: Option<u64>,
+}
+
+impl Node {
+    fn new(cfg: ConnConfig) -> Self {
+        Node {
+            conn: Box::new(Conn::new(cfg)),
+            app_queue: VecDeque::new(),
+            sent: Vec::new(),
+            unacked: VecDeque::new(),
+            rx_store: HashMap::new(),
+            received: Vec::new(),
+            unread: VecDeque::new(),
+            events: Vec::new(),
+            closed_by_app: false,
+            timer_at: None,
+        }
+    }
+
+    /// Whether the node saw `Event::PeerFin`.
+    pub fn saw_peer_fin(&self) -> bool {
+        self.events.contains(&Event::PeerFin)
+    }
+
+    /// Number of payloads held by the glue.
+    pub fn stored(&self) -> usize {
+        self.rx_store.len()
+    }
+}
+
+#[derive(Debug)]
+enum Ev {
+    Arrive {
+        to: usize,
+        path: usize,
+        bytes: Vec<u8>,
+    },
+    Timer {
+        node: usize,
+    },
+    Read {
+        node: usize,
+    },
+}
+
+struct Item {
+    at: u64,
+    order: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.order) == (other.at, other.order)
+    }
+}
+impl Eq for Item {}
+impl PartialOrd for Item {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Item {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self.at, self.order).cmp(&(other.at, other.order))
+    }
+}
+
+/// The simulation: two nodes, the links between them, virtual time.
+pub struct Sim {
+    /// Virtual time in nanoseconds.
+    pub now: u64,
+    /// Parameters.
+    pub cfg: SimCfg,
+    /// Client (0) and server (1).
+    pub nodes: [Node; 2],
+    /// Network counters.
+    pub net: NetStats,
+    rng: Rng,
+    /// Per path, per direction (0: client to server): when the bottleneck is free again.
+    busy_until: Vec<[u64; 2]>,
+    queue: BinaryHeap<Reverse<Item>>,
+    order: u64,
+    buf: Vec<u8>,
+    /// Every error found by the glue checks; a correct run leaves it empty.
+    pub violations: Vec<String>,
+}
+
+impl Sim {
+    /// Builds the simulation and starts the client's connect.
+    pub fn new(cfg: SimCfg) -> Self {
+        let mut rng = Rng(cfg.seed);
+        let mut client = Node::new(cfg.conn);
+        for i in 0..cfg.paths.len() {
+            client.conn.paths_mut().add(0, ids(i), false);
+        }
+        let session = rng.next_u64();
+        let isn = rng.next_u64();
+        client.conn.connect(0, session, isn, &[]).expect("connect");
+        let server = Node::new(cfg.conn);
+        let n = cfg.paths.len();
+        let mut sim = Sim {
+            now: 0,
+            nodes: [client, server],
+            net: NetStats::default(),
+            rng,
+            busy_until: vec![[0, 0]; n],
+            queue: BinaryHeap::new(),
+            order: 0,
+            buf: vec![0u8; 70_000],
+            violations: Vec::new(),
+            cfg,
+        };
+        sim.service(0);
+        sim
+    }
+
+    /// Queues `msg` for sending by node `node`.
+    pub fn queue_message(&mut self, node: usize, msg: Vec<u8>) {
+        self.nodes[node].app_queue.push_back(msg);
+    }
+
+    /// Generates `count` messages of random sizes (1 B to `max_len`) for node `node`.
+    pub fn queue_random_messages(&mut self, node: usize, count: usize, max_len: usize) {
+        for _ in 0..count {
+            let class = self.rng.below(100);
+            let len = match class {
+                0..=49 => self.rng.range(1, 200),
+                50..=79 => self.rng.range(1, 16 << 10),
+                80..=94 => self.rng.range(1, 128 << 10),
+                _ => self.rng.range(1, 1 << 20),
+            } as usize;
+            let len = len.min(max_len).max(1);
+            let mut msg = vec![0u8; len];
+            let mut x = self.rng.next_u64();
+            for chunk in msg.chunks_mut(8) {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let bytes = x.to_le_bytes();
+                chunk.copy_from_slice(&bytes[..chunk.len()]);
+            }
+            self.queue_message(node, msg);
+        }
+        self.service(node);
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.order += 1;
+        self.queue.push(Reverse(Item {
+            at,
+            order: self.order,
+            ev,
+        }));
+    }
+
+    /// Puts a datagram from node `from` on path `path`.
+    fn transmit(&mut self, from: usize, path: usize, bytes: Vec<u8>) {
+        self.net.sent += 1;
+        let Some((c2s, s2c)) = self.cfg.paths.get(path) else {
+            self.violations
+                .push(format!("transmit on unknown path {path}"));
+            return;
+        };
+        let link = if from == 0 { c2s } else { s2c }.clone();
+        let to = 1 - from;
+        if link
+            .outages
+            .iter()
+            .any(|&(s, e)| self.now >= s && self.now < e)
+            || self.rng.chance(link.loss_ppm)
+        {
+            self.net.lost += 1;
+            return;
+        }
+        let mut depart = self.now;
+        if link.rate_bps > 0 {
+            let busy = &mut self.busy_until[path][from];
+            let start = (*busy).max(self.now);
+            let ser = (bytes.len() as u64 * SEC).div_ceil(link.rate_bps);
+            *busy = start + ser;
+            depart = *busy;
+        }
+        let copies = if self.rng.chance(link.dup_ppm) { 2 } else { 1 };
+        for copy in 0..copies {
+            let mut b = bytes.clone();
+            if copy == 1 {
+                self.net.duplicated += 1;
+            }
+            if self.rng.chance(link.corrupt_ppm) && !b.is_empty() {
+                let i = self.rng.below(b.len() as u64) as usize;
+                let flip = 1 + self.rng.below(255) as u8;
+                b[i] ^= flip;
+                self.net.corrupted += 1;
+            }
+            let mut at = depart + link.delay_ns + self.rng.below(link.jitter_ns + 1);
+            if self.rng.chance(link.reorder_ppm) {
+                at += link.reorder_extra_ns;
+            }
+            self.push(at, Ev::Arrive { to, path, bytes: b });
+        }
+    }
+
+    fn arrive(&mut self, to: usize, path: usize, bytes: &[u8]) {
+        let pkt = match mrc_proto::decode(bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                self.net.decode_errors += 1;
+                return;
+            }
+        };
+        self.net.delivered += 1;
+        let now = self.now;
+        let node = &mut self.nodes[to];
+        if node.conn.state() == State::Idle {
+            // The listener: a SYN creates the connection.
+            if !matches!(pkt.body, Body::Syn(_)) {
+                return;
+            }
+            for i in 0..self.cfg.paths.len() {
+                node.conn.paths_mut().add(now, ids(i), false);
+            }
+            let isn = self.rng.next_u64();
+            if let Err(e) = self.nodes[to].conn.accept(now, &pkt, isn, &[]) {
+                self.violations.push(format!("accept failed: {e:?}"));
+            }
+            self.service(to);
+            return;
+        }
+        let _ = path;
+        let node = &mut self.nodes[to];
+        match node.conn.handle_packet(now, &pkt) {
+            Input::Store { seq } => {
+                let Body::Data(payload) = pkt.body else {
+                    self.violations.push("Store for a non-DATA packet".into());
+                    return;
+                };
+                if node.rx_store.insert(seq, payload.to_vec()).is_some() {
+                    self.violations
+                        .push(format!("node {to}: seq {seq} stored twice"));
+                }
+            }
+            Input::Consumed | Input::Dropped(_) => {}
+        }
+        self.service(to);
+    }
+
+    /// Lets node `i`'s glue do everything it can now: events, reads, sends, transmissions,
+    /// timer.
+    pub fn service(&mut self, i: usize) {
+        let now = self.now;
+        // Events.
+        while let Some(ev) = self.nodes[i].conn.poll_event() {
+            match ev {
+                Event::Message {
+                    first_seq,
+                    last_seq,
+                    len,
+                } => {
+                    let node = &mut self.nodes[i];
+                    let mut msg = Vec::with_capacity(len as usize);
+                    let mut ok = true;
+                    for seq in first_seq..=last_seq {
+                        match node.rx_store.remove(&seq) {
+                            Some(p) => msg.extend_from_slice(&p),
+                            None => ok = false,
+                        }
+                    }
+                    if !ok || msg.len() != len as usize {
+                        self.violations.push(format!(
+                            "node {i}: message {first_seq}..={last_seq} incomplete \
+                             (len {} of {len})",
+                            msg.len()
+                        ));
+                    }
+                    node.received.push(Digest::of(&msg));
+                    let at = now + self.cfg.reader_delay_ns;
+                    node.unread.push_back((at, len));
+                    if self.cfg.reader_delay_ns > 0 {
+                        self.push(at, Ev::Read { node: i });
+                    }
+                }
+                other => self.nodes[i].events.push(other),
+            }
+        }
+        // The application reads.
+        {
+            let node = &mut self.nodes[i];
+            while let Some(&(at, len)) = node.unread.front() {
+                if at > now {
+                    break;
+                }
+                node.unread.pop_front();
+                node.conn.release_recv(u64::from(len));
+            }
+        }
+        // The application sends.
+        let close_when_done = self.cfg.close_when_done;
+        {
+            let node = &mut self.nodes[i];
+            while let Some(msg) = node.app_queue.front() {
+                match node.conn.send_message(msg.len() as u32) {
+                    Ok(id) => {
+                        let msg = node.app_queue.pop_front().unwrap_or_default();
+                        node.sent.push(Digest::of(&msg));
+                        node.unacked.push_back((id, msg));
+                    }
+                    Err(_) => break,
+                }
+            }
+            if close_when_done
+                && node.app_queue.is_empty()
+                && !node.closed_by_app
+                && matches!(node.conn.state(), State::Established | State::CloseWait)
+            {
+                node.closed_by_app = true;
+                node.conn.close(now);
+            }
+            let acked = node.conn.acked_msgs();
+            while node.unacked.front().is_some_and(|(id, _)| *id < acked) {
+                node.unacked.pop_front();
+            }
+        }
+        // Transmissions.
+        let mut buf = std::mem::take(&mut self.buf);
+        let mut out = Vec::new();
+        loop {
+            let node = &mut self.nodes[i];
+            let Some(tx) = node.conn.poll_transmit(now, &mut buf) else {
+                break;
+            };
+            let len = match tx.data {
+                None => tx.len,
+                Some(d) => {
+                    let Some(front) = node.unacked.front().map(|(id, _)| *id) else {
+                        self.violations
+                            .push(format!("node {i}: data for freed msg {d:?}"));
+                        continue;
+                    };
+                    let Some((_, msg)) = d
+                        .msg_id
+                        .checked_sub(front)
+                        .and_then(|k| node.unacked.get(k as usize))
+                    else {
+                        self.violations
+                            .push(format!("node {i}: data for unknown msg {d:?}"));
+                        continue;
+                    };
+                    let s = d.offset as usize;
+                    let e = s + d.len as usize;
+                    match msg.get(s..e) {
+                        Some(payload) => {
+                            mrc_conn::finish_data(&mut buf, &tx, payload).expect("finish_data")
+                        }
+                        None => {
+                            self.violations.push(format!("node {i}: bad range {d:?}"));
+                            continue;
+                        }
+                    }
+                }
+            };
+            out.push((tx.path, buf[..len].to_vec()));
+        }
+        self.buf = buf;
+        for (path, bytes) in out {
+            self.transmit(i, path, bytes);
+        }
+        // Timer.
+        let next = self.nodes[i].conn.next_timeout(now);
+        if let Some(t) = next {
+            let t = t.max(now);
+            if self.nodes[i].timer_at != Some(t) {
+                self.nodes[i].timer_at = Some(t);
+                self.push(t, Ev::Timer { node: i });
+            }
+        } else {
+            self.nodes[i].timer_at = None;
+        }
+    }
+
+    /// Runs one event; returns false when nothing is left to do.
+    pub fn step(&mut self) -> bool {
+        let Some(Reverse(item)) = self.queue.pop() else {
+            return false;
+        };
+        debug_assert!(item.at >= self.now);
+        self.now = item.at;
+        match item.ev {
+            Ev::Arrive { to, path, bytes } => self.arrive(to, path, &bytes),
+            Ev::Timer { node } => {
+                if self.nodes[node].timer_at == Some(item.at) {
+                    self.nodes[node].timer_at = None;
+                    self.nodes[node].conn.on_timeout(self.now);
+                    self.service(node);
+                }
+            }
+            Ev::Read { node } => self.service(node),
+        }
+        true
+    }
+
+    /// Whether both connections are closed.
+    pub fn both_closed(&self) -> bool {
+        self.nodes
+            .iter()
+            .all(|n| matches!(n.conn.state(), State::Closed(_)))
+    }
+
+    /// Runs until `done` holds, the queue runs dry or `max_time_ns` passes.
+    pub fn run_until(&mut self, mut done: impl FnMut(&Sim) -> bool) -> bool {
+        let mut same_time = 0u64;
+        let mut last = self.now;
+        while !done(self) {
+            if self.now > self.cfg.max_time_ns {
+                return false;
+            }
+            if !self.step() {
+                return done(self);
+            }
+            if self.now == last {
+                same_time += 1;
+                assert!(
+                    same_time < 1_000_000,
+                    "livelock at t={} (seed {})",
+                    self.now,
+                    self.cfg.seed
+                );
+            } else {
+                same_time = 0;
+                last = self.now;
+            }
+        }
+        true
+    }
+
+    /// Runs to completion: every message delivered both ways and both ends closed.
+    pub fn run(&mut self) -> bool {
+        self.run_until(|s| s.both_closed())
+    }
+
+    /// Checks that each node received exactly what the other sent, in order, and that the
+    /// connection closed cleanly; returns a description of every problem.
+    pub fn check_delivery(&self) -> Vec<String> {
+        let mut problems = self.violations.clone();
+        for i in 0..2 {
+            let sender = &self.nodes[1 - i];
+            let receiver = &self.nodes[i];
+            let expected: Vec<Digest> = sender
+                .sent
+                .iter()
+                .copied()
+                .chain(sender.app_queue.iter().map(|m| Digest::of(m)))
+                .collect();
+            if receiver.received != expected {
+                let first_bad = receiver
+                    .received
+                    .iter()
+                    .zip(&expected)
+                    .position(|(a, b)| a != b);
+                problems.push(format!(
+                    "node {i}: received {} messages, expected {} (first mismatch {:?})",
+                    receiver.received.len(),
+                    expected.len(),
+                    first_bad
+                ));
+            }
+            if receiver.stored() != 0 {
+                problems.push(format!(
+                    "node {i}: {} payloads left in store",
+                    receiver.stored()
+                ));
+            }
+            match receiver.conn.state() {
+                State::Closed(None) => {}
+                s => problems.push(format!("node {i}: ended in {s:?}")),
+            }
+        }
+        problems
+    }
+}
+
+/// Returns the error a node's connection failed with, if any.
+pub fn conn_error(node: &Node) -> Option<ConnError> {
+    node.conn.error()
+}

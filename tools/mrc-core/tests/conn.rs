@@ -1,0 +1,1119 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Unit tests of the connection state machine and reliability core in `mrc_conn.rs`.
+//!
+//! Each test wires two cores (or one core and hand-made packets) together by hand, so every
+//! packet and every timer is explicit.
+
+use mrc_core::mrc_conn::{
+    self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, SendError, State,
+    Transmit, MIN_TX_BUF, WINDOW,
+};
+use mrc_core::mrc_path::{PathIds, PathState};
+use mrc_core::mrc_proto::{
+    self, decode, Body, Flags, Handshake, Header, PacketType, Sack, HEADER_LEN,
+};
+
+const US: u64 = 1_000;
+const MS: u64 = 1_000_000;
+const PATH_ID: u32 = 7;
+const SESSION: u64 = 0x1234_5678_9ABC_DEF0;
+const CLIENT_ISN: u64 = 1000;
+const SERVER_ISN: u64 = 5000;
+/// DATA payload with the default 1400-byte MTU.
+const MSS: usize = 1400 - HEADER_LEN;
+
+fn new_conn(cfg: ConnConfig) -> Box<Conn> {
+    let mut c = Box::new(Conn::new(cfg));
+    c.paths_mut()
+        .add(
+            0,
+            PathIds {
+                path_id: PATH_ID,
+                plane: 0,
+                entropy: 1,
+            },
+            false,
+        )
+        .unwrap();
+    c
+}
+
+fn payload_byte(msg_id: u64, offset: u64) -> u8 {
+    (msg_id.wrapping_mul(31).wrapping_add(offset)) as u8
+}
+
+/// Sends everything the core wants to send now; DATA payloads are a pattern of (id, offset).
+fn drain_tx(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 70_000];
+    for _ in 0..10_000 {
+        let Some(tx) = c.poll_transmit(now, &mut buf) else {
+            return out;
+        };
+        let len = match tx.data {
+            None => tx.len,
+            Some(d) => {
+                let payload: Vec<u8> = (0..u64::from(d.len))
+                    .map(|i| payload_byte(d.msg_id, u64::from(d.offset) + i))
+                    .collect();
+                mrc_conn::finish_data(&mut buf, &tx, &payload).unwrap()
+            }
+        };
+        assert_eq!(len, tx.len);
+        out.push((tx, buf[..len].to_vec()));
+    }
+    panic!("poll_transmit never ran dry");
+}
+
+fn drain(c: &mut Conn, now: u64) -> Vec<Vec<u8>> {
+    drain_tx(c, now).into_iter().map(|(_, b)| b).collect()
+}
+
+fn kind(bytes: &[u8]) -> PacketType {
+    decode(bytes).unwrap().header.packet_type().unwrap()
+}
+
+fn header(bytes: &[u8]) -> Header {
+    decode(bytes).unwrap().header
+}
+
+fn feed(c: &mut Conn, now: u64, bytes: &[u8]) -> Input {
+    let pkt = decode(bytes).expect("core sent an undecodable packet");
+    c.handle_packet(now, &pkt)
+}
+
+fn feed_all(c: &mut Conn, now: u64, pkts: &[Vec<u8>]) {
+    for p in pkts {
+        feed(c, now, p);
+    }
+}
+
+fn events(c: &mut Conn) -> Vec<Event> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+/// Runs the handshake with no loss at the given one-way delay; returns (client, server).
+fn established_with(cfg: ConnConfig, server_cfg: ConnConfig) -> (Box<Conn>, Box<Conn>) {
+    let mut client = new_conn(cfg);
+    let mut server = new_conn(server_cfg);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    assert_eq!(syn.len(), 1);
+    let pkt = decode(&syn[0]).unwrap();
+    server.accept(10 * US, &pkt, SERVER_ISN, &[]).unwrap();
+    let synack = drain(&mut server, 10 * US);
+    assert_eq!(synack.len(), 1);
+    feed(&mut client, 20 * US, &synack[0]);
+    let ack = drain(&mut client, 20 * US);
+    assert_eq!(ack.len(), 1);
+    feed(&mut server, 30 * US, &ack[0]);
+    assert_eq!(events(&mut client), vec![Event::Connected]);
+    assert_eq!(events(&mut server), vec![Event::Connected]);
+    (client, server)
+}
+
+fn established() -> (Box<Conn>, Box<Conn>) {
+    established_with(ConnConfig::default(), ConnConfig::default())
+}
+
+/// Drives both cores until neither has anything to send, delivering every packet at `now`.
+fn exchange(a: &mut Conn, b: &mut Conn, now: u64) {
+    for _ in 0..1000 {
+        let x = drain(a, now);
+        let y = drain(b, now);
+        if x.is_empty() && y.is_empty() {
+            return;
+        }
+        feed_all(b, now, &x);
+        feed_all(a, now, &y);
+    }
+    panic!("exchange did not settle");
+}
+
+fn messages(evs: &[Event]) -> Vec<(u64, u64, u32)> {
+    evs.iter()
+        .filter_map(|e| match *e {
+            Event::Message {
+                first_seq,
+                last_seq,
+                len,
+            } => Some((first_seq, last_seq, len)),
+            _ => None,
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handshake
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn handshake_packets_carry_session_isn_and_window() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    assert_eq!(client.state(), State::Idle);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    assert_eq!(client.state(), State::SynSent);
+    assert_eq!(
+        client.connect(0, SESSION, CLIENT_ISN, &[]),
+        Err(OpenError::AlreadyStarted)
+    );
+    let syn = drain(&mut client, 0);
+    let pkt = decode(&syn[0]).unwrap();
+    assert_eq!(pkt.header.session_id, SESSION);
+    assert_eq!(pkt.header.path_id, PATH_ID);
+    let Body::Syn(hs) = pkt.body else {
+        panic!("not a SYN: {pkt:?}")
+    };
+    assert_eq!(hs.initial_seq, CLIENT_ISN);
+    assert_eq!(hs.rwnd, ConnConfig::default().rcvbuf);
+
+    server.accept(0, &pkt, SERVER_ISN, &[]).unwrap();
+    assert_eq!(server.state(), State::SynReceived);
+    assert_eq!(server.session_id(), SESSION);
+    let synack = drain(&mut server, 0);
+    let p = decode(&synack[0]).unwrap();
+    assert!(matches!(p.body, Body::SynAck(h) if h.initial_seq == SERVER_ISN));
+    assert_eq!(p.header.ack, CLIENT_ISN);
+
+    assert_eq!(feed(&mut client, 100 * US, &synack[0]), Input::Consumed);
+    assert_eq!(client.state(), State::Established);
+    let ack = drain(&mut client, 100 * US);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    assert_eq!(header(&ack[0]).ack, SERVER_ISN);
+    // The handshake gave the client an RTT sample.
+    let srtt = client.paths().get(0).unwrap().srtt_ns().unwrap();
+    assert_eq!(srtt, 100 * US);
+
+    feed(&mut server, 150 * US, &ack[0]);
+    assert_eq!(server.state(), State::Established);
+    assert_eq!(client.snd_nxt(), CLIENT_ISN);
+    assert_eq!(server.rcv_nxt(), CLIENT_ISN);
+    assert_eq!(client.rcv_nxt(), SERVER_ISN);
+}
+
+#[test]
+fn handshake_needs_a_path_and_a_syn() {
+    let mut c = Box::new(Conn::new(ConnConfig::default()));
+    assert_eq!(c.connect(0, 1, 2, &[]), Err(OpenError::NoPath));
+    let mut s = new_conn(ConnConfig::default());
+    let mut buf = [0u8; 64];
+    let h = Header {
+        session_id: 9,
+        ..Header::default()
+    };
+    let n = mrc_proto::encode(&h, &Body::Fin, &mut buf).unwrap();
+    let fin = decode(&buf[..n]).unwrap();
+    assert_eq!(s.accept(0, &fin, 1, &[]), Err(OpenError::Invalid));
+    assert_eq!(OpenError::NoPath.errno(), 22);
+}
+
+#[test]
+fn isn_is_masked_below_seq_limit() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, u64::MAX, &[]).unwrap();
+    assert!(c.snd_nxt() < mrc_conn::SEQ_LIMIT);
+}
+
+#[test]
+fn syn_backoff_then_timeout() {
+    let cfg = ConnConfig::default();
+    let mut c = new_conn(cfg);
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let mut sent_at = vec![];
+    let mut now = 0;
+    loop {
+        for p in drain(&mut c, now) {
+            assert_eq!(kind(&p), PacketType::Syn);
+            sent_at.push(now);
+        }
+        let Some(t) = c.next_timeout(now) else { break };
+        assert!(t >= now);
+        now = t;
+        c.on_timeout(now);
+    }
+    assert_eq!(sent_at.len(), 1 + usize::from(cfg.syn_retries));
+    for (i, w) in sent_at.windows(2).enumerate() {
+        assert_eq!(w[1] - w[0], cfg.syn_rto_ns << i, "interval {i}");
+    }
+    assert_eq!(c.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(
+        events(&mut c),
+        vec![Event::Closed(Some(ConnError::TimedOut))]
+    );
+    assert_eq!(ConnError::TimedOut.errno(), 110);
+}
+
+#[test]
+fn rst_answer_to_syn_is_refused() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut c, 0);
+    let mut buf = [0u8; MIN_TX_BUF];
+    let n = mrc_conn::reply_rst(&header(&syn[0]), &mut buf).unwrap();
+    assert_eq!(kind(&buf[..n]), PacketType::Rst);
+    // Never answer an RST with an RST.
+    assert_eq!(
+        mrc_conn::reply_rst(&header(&buf[..n]), &mut [0u8; 64]),
+        None
+    );
+    feed(&mut c, 10 * US, &buf[..n]);
+    assert_eq!(c.state(), State::Closed(Some(ConnError::Refused)));
+    assert_eq!(c.error().unwrap().errno(), 111);
+    assert_eq!(
+        c.send_message(1),
+        Err(SendError::Failed(ConnError::Refused))
+    );
+}
+
+#[test]
+fn lost_synack_is_resent_on_duplicate_syn() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let _lost = drain(&mut server, 0);
+    // The client's SYN timer fires and the SYN comes again.
+    let t = client.next_timeout(0).unwrap();
+    client.on_timeout(t);
+    let syn2 = drain(&mut client, t);
+    assert_eq!(kind(&syn2[0]), PacketType::Syn);
+    feed(&mut server, t, &syn2[0]);
+    let synack = drain(&mut server, t);
+    assert_eq!(kind(&synack[0]), PacketType::SynAck);
+    feed(&mut client, t, &synack[0]);
+    assert_eq!(client.state(), State::Established);
+}
+
+#[test]
+fn lost_handshake_ack_is_replaced_by_data() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let synack = drain(&mut server, 0);
+    feed(&mut client, 0, &synack[0]);
+    let _lost_ack = drain(&mut client, 0);
+    client.send_message(10).unwrap();
+    let data = drain(&mut client, 0);
+    assert_eq!(kind(&data[0]), PacketType::Data);
+    assert_eq!(
+        feed(&mut server, 0, &data[0]),
+        Input::Store { seq: CLIENT_ISN }
+    );
+    assert_eq!(server.state(), State::Established);
+    let evs = events(&mut server);
+    assert_eq!(evs[0], Event::Connected);
+    assert_eq!(messages(&evs), vec![(CLIENT_ISN, CLIENT_ISN, 10)]);
+}
+
+#[test]
+fn lost_handshake_ack_is_resent_on_duplicate_synack() {
+    let mut server = new_conn(ConnConfig::default());
+    let mut client2 = new_conn(ConnConfig::default());
+    client2.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client2, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let synack = drain(&mut server, 0);
+    feed(&mut client2, 0, &synack[0]);
+    let _lost = drain(&mut client2, 0);
+    let t = server.next_timeout(0).unwrap();
+    server.on_timeout(t);
+    let synack2 = drain(&mut server, t);
+    assert_eq!(kind(&synack2[0]), PacketType::SynAck);
+    feed(&mut client2, t, &synack2[0]);
+    let ack = drain(&mut client2, t);
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    feed(&mut server, t, &ack[0]);
+    assert_eq!(server.state(), State::Established);
+}
+
+#[test]
+fn wrong_session_is_dropped() {
+    let (mut client, _server) = established();
+    let mut other = new_conn(ConnConfig::default());
+    other.connect(0, SESSION + 1, 1, &[]).unwrap();
+    let syn = drain(&mut other, 0);
+    assert_eq!(
+        feed(&mut client, 0, &syn[0]),
+        Input::Dropped(DropReason::WrongSession)
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Data, acknowledgements, delayed ACKs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn message_is_segmented_and_reassembled() {
+    let (mut client, mut server) = established();
+    let id = client.send_message(3000).unwrap();
+    assert_eq!(id, 0);
+    let tx = drain_tx(&mut client, MS);
+    assert_eq!(tx.len(), 3);
+    let lens: Vec<u32> = tx.iter().map(|(t, _)| t.data.unwrap().len).collect();
+    assert_eq!(lens, vec![MSS as u32, MSS as u32, (3000 - 2 * MSS) as u32]);
+    let offsets: Vec<u32> = tx.iter().map(|(t, _)| t.data.unwrap().offset).collect();
+    assert_eq!(offsets, vec![0, MSS as u32, 2 * MSS as u32]);
+    let flags: Vec<Flags> = tx.iter().map(|(_, b)| header(b).flags).collect();
+    assert!(flags[0].first() && !flags[0].last());
+    assert!(!flags[1].first() && !flags[1].last());
+    assert!(!flags[2].first() && flags[2].last());
+    for (i, (_, b)) in tx.iter().enumerate() {
+        assert_eq!(header(b).seq, CLIENT_ISN + i as u64);
+        assert_eq!(header(b).path_id, PATH_ID);
+        assert_eq!(
+            feed(&mut server, MS, b),
+            Input::Store {
+                seq: CLIENT_ISN + i as u64
+            }
+        );
+    }
+    assert_eq!(
+        messages(&events(&mut server)),
+        vec![(CLIENT_ISN, CLIENT_ISN + 2, 3000)]
+    );
+    // The second packet made an ACK due; it covers all three.
+    let acks = drain(&mut server, MS);
+    assert_eq!(acks.len(), 1);
+    assert_eq!(header(&acks[0]).ack, CLIENT_ISN + 3);
+    feed(&mut client, MS, &acks[0]);
+    assert_eq!(client.acked_msgs(), 1);
+    assert!(client.all_acked());
+    assert_eq!(client.bytes_unacked(), 0);
+    assert_eq!(server.stats().msgs_delivered, 1);
+}
+
+#[test]
+fn delayed_ack_every_second_packet() {
+    let (mut client, mut server) = established();
+    for _ in 0..4 {
+        client.send_message(100).unwrap();
+    }
+    let data = drain(&mut client, MS);
+    assert_eq!(data.len(), 4);
+    feed(&mut server, MS, &data[0]);
+    assert!(
+        drain(&mut server, MS).is_empty(),
+        "first packet: ACK delayed"
+    );
+    feed(&mut server, MS, &data[1]);
+    assert_eq!(drain(&mut server, MS).len(), 1, "second packet: ACK now");
+    feed(&mut server, MS, &data[2]);
+    assert!(drain(&mut server, MS).is_empty());
+    // The delay bounds the wait.
+    let t = server.next_timeout(MS).unwrap();
+    assert_eq!(t, MS + ConnConfig::default().delack_ns);
+    server.on_timeout(t - 1);
+    assert!(drain(&mut server, t - 1).is_empty());
+    server.on_timeout(t);
+    let ack = drain(&mut server, t);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(header(&ack[0]).ack, CLIENT_ISN + 3);
+}
+
+#[test]
+fn out_of_order_and_duplicate_are_acked_at_once_with_sack() {
+    let (mut client, mut server) = established();
+    for _ in 0..5 {
+        client.send_message(100).unwrap();
+    }
+    let data = drain(&mut client, MS);
+    // Packets 0, 2 and 4 arrive; 1 and 3 are lost.
+    feed(&mut server, MS, &data[0]);
+    assert!(drain(&mut server, MS).is_empty());
+    feed(&mut server, MS, &data[2]);
+    let ack = drain(&mut server, MS);
+    assert_eq!(ack.len(), 1, "out of order: immediate ACK");
+    feed(&mut server, MS, &data[4]);
+    let ack = drain(&mut server, MS);
+    let pkt = decode(&ack[0]).unwrap();
+    assert_eq!(pkt.header.ack, CLIENT_ISN + 1);
+    let Body::Ack(sack) = pkt.body else { panic!() };
+    let sacked: Vec<u64> = sack.sacked().collect();
+    assert_eq!(sacked, vec![CLIENT_ISN + 2, CLIENT_ISN + 4]);
+    assert_eq!(messages(&events(&mut server)).len(), 1);
+
+    // The sender learns that 0, 2, 4 arrived: only 1 and 3 are still unknown.
+    feed(&mut client, MS + 100 * US, &ack[0]);
+    assert_eq!(client.bytes_unacked(), 200);
+    assert_eq!(client.snd_una(), CLIENT_ISN + 1);
+
+    // A duplicate is dropped and acknowledged at once.
+    assert_eq!(
+        feed(&mut server, MS, &data[2]),
+        Input::Dropped(DropReason::Duplicate)
+    );
+    assert_eq!(drain(&mut server, MS).len(), 1);
+    assert_eq!(
+        feed(&mut server, MS, &data[0]),
+        Input::Dropped(DropReason::Duplicate)
+    );
+    assert_eq!(server.stats().duplicates, 2);
+}
+
+#[test]
+fn sack_of_unsent_data_is_ignored_and_ack_beyond_snd_nxt_invalid() {
+    let (mut client, _server) = established();
+    client.send_message(100).unwrap();
+    let _ = drain(&mut client, MS);
+    let bitmap = [0xFFu8; 4];
+    let h = Header {
+        session_id: SESSION,
+        path_id: PATH_ID,
+        ack: CLIENT_ISN,
+        ..Header::default()
+    };
+    let mut buf = [0u8; 256];
+    let n = mrc_proto::encode(
+        &h,
+        &Body::Ack(Sack::new(0, 1 << 20, CLIENT_ISN, &bitmap)),
+        &mut buf,
+    )
+    .unwrap();
+    assert_eq!(feed(&mut client, MS, &buf[..n]), Input::Consumed);
+    // Only the one packet sent is acknowledged by the bitmap.
+    assert_eq!(client.bytes_unacked(), 0);
+    let h2 = Header {
+        ack: CLIENT_ISN + 50,
+        ..h
+    };
+    let n = mrc_proto::encode(
+        &h2,
+        &Body::Ack(Sack::new(0, 1 << 20, CLIENT_ISN + 50, &[])),
+        &mut buf,
+    )
+    .unwrap();
+    assert_eq!(
+        feed(&mut client, MS, &buf[..n]),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(client.snd_una(), CLIENT_ISN);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loss detection and retransmission
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn rack_declares_loss_after_reorder_window_and_retransmits() {
+    let (mut client, mut server) = established();
+    for _ in 0..4 {
+        client.send_message(100).unwrap();
+    }
+    let t0 = MS;
+    let data = drain(&mut client, t0);
+    assert_eq!(data.len(), 4);
+    // Packet 0 is delayed; 1..3 arrive and are acknowledged 30 us later (the handshake
+    // measured a 20 us RTT; the reorder window is 50 us).
+    let t1 = t0 + 30 * US;
+    for d in &data[1..] {
+        feed(&mut server, t1, d);
+    }
+    let acks = drain(&mut server, t1);
+    for a in &acks {
+        feed(&mut client, t1, a);
+    }
+    assert_eq!(
+        client.stats().rack_losses,
+        0,
+        "still within the reorder window"
+    );
+    let deadline = client.next_timeout(t1).unwrap();
+    assert!(deadline > t1, "RACK timer armed");
+    assert!(drain(&mut client, t1).is_empty());
+    // The timer fires: packet 0 is lost and resent.
+    client.on_timeout(deadline);
+    assert_eq!(client.stats().rack_losses, 1);
+    let retx = drain_tx(&mut client, deadline);
+    assert_eq!(retx.len(), 1);
+    let d = retx[0].0.data.unwrap();
+    assert!(d.retransmit);
+    assert_eq!(d.seq, CLIENT_ISN);
+    assert_eq!(client.stats().retransmits, 1);
+    feed(&mut server, deadline + 50 * US, &retx[0].1);
+    let acks = drain(&mut server, deadline + 50 * US);
+    feed_all(&mut client, deadline + 100 * US, &acks);
+    assert!(client.all_acked());
+    assert_eq!(messages(&events(&mut server)).len(), 4);
+}
+
+#[test]
+fn late_original_cancels_retransmission() {
+    let (mut client, mut server) = established();
+    for _ in 0..3 {
+        client.send_message(100).unwrap();
+    }
+    let data = drain(&mut client, MS);
+    feed(&mut server, MS, &data[1]);
+    feed(&mut server, MS, &data[2]);
+    let acks = drain(&mut server, MS);
+    let late = 20 * MS;
+    feed_all(&mut client, late, &acks);
+    assert_eq!(client.stats().rack_losses, 1);
+    // Before the retransmission leaves, the original shows up after all.
+    feed(&mut server, late, &data[0]);
+    let acks = drain(&mut server, late);
+    feed_all(&mut client, late, &acks);
+    assert!(drain(&mut client, late)
+        .iter()
+        .all(|p| kind(p) != PacketType::Data));
+    assert!(client.all_acked());
+}
+
+#[test]
+fn rto_backs_off_and_gives_up() {
+    let cfg = ConnConfig::default();
+    let (mut client, _server) = established();
+    client.send_message(100).unwrap();
+    let mut now = MS;
+    let mut data_at = vec![];
+    for _ in 0..100_000 {
+        for p in drain(&mut client, now) {
+            if kind(&p) == PacketType::Data {
+                data_at.push(now);
+            }
+        }
+        let Some(t) = client.next_timeout(now) else {
+            break;
+        };
+        now = t.max(now);
+        client.on_timeout(now);
+    }
+    assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(client.stats().rtos, u64::from(cfg.max_retries));
+    assert!(
+        data_at.len() >= 2,
+        "retransmitted at least once: {data_at:?}"
+    );
+    // Gaps between transmissions never shrink (exponential backoff, capped).
+    for w in data_at.windows(3) {
+        assert!(w[2] - w[1] >= w[1] - w[0], "{data_at:?}");
+    }
+    let max = cfg.path.rto_max_ns;
+    assert!(now < 20 * max, "gave up after {now} ns");
+    assert!(events(&mut client).contains(&Event::Closed(Some(ConnError::TimedOut))));
+}
+
+#[test]
+fn rto_rearms_on_progress() {
+    let (mut client, mut server) = established();
+    client.send_message(100).unwrap();
+    let data = drain(&mut client, MS);
+    // Lose it once; the RTO resends it.
+    let t = client.next_timeout(MS).unwrap();
+    let rto_deadline = MS + client.rto_ns();
+    assert!(t <= rto_deadline);
+    let mut now = t;
+    client.on_timeout(now);
+    let mut retx = drain(&mut client, now);
+    while retx.iter().all(|p| kind(p) != PacketType::Data) {
+        now = client.next_timeout(now).unwrap();
+        client.on_timeout(now);
+        retx = drain(&mut client, now);
+    }
+    assert_eq!(client.stats().rtos, 1);
+    let _ = data;
+    let d = retx
+        .into_iter()
+        .find(|p| kind(p) == PacketType::Data)
+        .unwrap();
+    feed(&mut server, now, &d);
+    server.on_timeout(now + MS);
+    let acks = drain(&mut server, now + MS);
+    feed_all(&mut client, now + MS, &acks);
+    assert!(client.all_acked());
+    // Progress resets the backoff.
+    assert!(client.rto_ns() <= client.config().path.rto_max_ns);
+    assert_eq!(client.state(), State::Established);
+}
+
+#[test]
+fn retransmission_moves_to_another_path() {
+    let (mut client, mut server) = established();
+    let second = PathIds {
+        path_id: PATH_ID + 1,
+        plane: 1,
+        entropy: 2,
+    };
+    let idx = client.paths_mut().add(MS, second, false).unwrap();
+    server.paths_mut().add(MS, second, false).unwrap();
+    for _ in 0..20 {
+        client.send_message(1000).unwrap();
+    }
+    let tx = drain_tx(&mut client, 2 * MS);
+    // Lose the first packet; deliver the rest.
+    let first = &tx[0];
+    for (_, b) in &tx[1..] {
+        feed(&mut server, 2 * MS + 100 * US, b);
+    }
+    let acks = drain(&mut server, 2 * MS + 100 * US);
+    feed_all(&mut client, 10 * MS, &acks);
+    let retx = drain_tx(&mut client, 10 * MS);
+    let r = retx
+        .iter()
+        .find(|(t, _)| t.data.is_some_and(|d| d.retransmit))
+        .expect("a retransmission");
+    assert_ne!(r.0.path, first.0.path, "resent on a different path");
+    assert!(r.0.path == idx || first.0.path == idx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Flow control
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn receive_window_limits_the_sender_and_reopens() {
+    let small = ConnConfig {
+        rcvbuf: 10_000,
+        max_msg: 4000,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(ConnConfig::default(), small);
+    assert_eq!(client.peer_rwnd(), 10_000);
+    for _ in 0..10 {
+        client.send_message(4000).unwrap();
+    }
+    // The application on the server does not read: the window closes.
+    let mut now = MS;
+    for _ in 0..20 {
+        let data = drain(&mut client, now);
+        assert!(client.bytes_unacked() <= u64::from(client.peer_rwnd()).max(MSS as u64));
+        feed_all(&mut server, now, &data);
+        server.on_timeout(now + MS);
+        let acks = drain(&mut server, now + MS);
+        feed_all(&mut client, now + MS, &acks);
+        now += 2 * MS;
+    }
+    let delivered = messages(&events(&mut server));
+    assert_eq!(
+        delivered.len(),
+        2,
+        "two 4000-byte messages fit in 10000 bytes"
+    );
+    assert!(server.rwnd() < 4000);
+    assert!(client.peer_rwnd() < 4000);
+    // Reading reopens the window and the server says so at once.
+    server.release_recv(8000);
+    let update = drain(&mut server, now);
+    assert_eq!(update.len(), 1);
+    assert_eq!(kind(&update[0]), PacketType::Ack);
+    feed(&mut client, now, &update[0]);
+    assert!(client.peer_rwnd() >= 8000);
+    let more = drain(&mut client, now);
+    assert!(more.iter().any(|p| kind(p) == PacketType::Data));
+}
+
+#[test]
+fn closed_window_is_probed_after_lost_update() {
+    let small = ConnConfig {
+        rcvbuf: 3000,
+        max_msg: 3000,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(ConnConfig::default(), small);
+    for _ in 0..3 {
+        client.send_message(3000).unwrap();
+    }
+    let mut now = MS;
+    exchange(&mut client, &mut server, now);
+    server.on_timeout(now + MS);
+    exchange(&mut client, &mut server, now + MS);
+    assert_eq!(messages(&events(&mut server)).len(), 1);
+    assert_eq!(client.peer_rwnd(), 0);
+    assert!(client.all_acked() || client.bytes_unacked() == 0);
+    // The window update is lost.
+    server.release_recv(3000);
+    let _lost = drain(&mut server, now + MS);
+    // The sender probes the window after an RTO, without giving up.
+    let mut probes = 0;
+    for _ in 0..50 {
+        let t = client.next_timeout(now).unwrap();
+        now = t.max(now);
+        client.on_timeout(now);
+        server.on_timeout(now);
+        let d = drain(&mut client, now);
+        probes += d.iter().filter(|p| kind(p) == PacketType::Data).count();
+        feed_all(&mut server, now, &d);
+        let a = drain(&mut server, now);
+        feed_all(&mut client, now, &a);
+        if probes > 0 && client.peer_rwnd() > 0 {
+            break;
+        }
+    }
+    assert!(probes > 0);
+    assert!(client.stats().window_probes > 0);
+    assert!(client.peer_rwnd() > 0);
+    assert!(client.state().is_synchronized());
+}
+
+#[test]
+fn send_errors() {
+    let cfg = ConnConfig {
+        sndbuf: 10_000,
+        max_msg: 8000,
+        ..ConnConfig::default()
+    };
+    let mut c = new_conn(cfg);
+    assert_eq!(c.send_message(1), Err(SendError::NotConnected));
+    let (mut client, _server) = established_with(cfg, cfg);
+    assert_eq!(client.send_message(8001), Err(SendError::MsgSize));
+    assert_eq!(SendError::MsgSize.errno(), 90);
+    client.send_message(8000).unwrap();
+    assert_eq!(client.send_space(), 2000);
+    assert_eq!(client.send_message(3000), Err(SendError::WouldBlock));
+    assert_eq!(SendError::WouldBlock.errno(), 11);
+    client.send_message(2000).unwrap();
+    client.close(MS);
+    assert_eq!(client.send_message(1), Err(SendError::Shutdown));
+    assert_eq!(SendError::Shutdown.errno(), 32);
+}
+
+#[test]
+fn message_above_limit_from_peer_is_a_protocol_error() {
+    let big = ConnConfig {
+        max_msg: 100_000,
+        ..ConnConfig::default()
+    };
+    let small = ConnConfig {
+        max_msg: 10_000,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(big, small);
+    client.send_message(50_000).unwrap();
+    let data = drain(&mut client, MS);
+    feed_all(&mut server, MS, &data);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Protocol)));
+    let rst = drain(&mut server, MS);
+    assert_eq!(kind(&rst[0]), PacketType::Rst);
+    feed(&mut client, MS, &rst[0]);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Close
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn orderly_close_client_first() {
+    let (mut client, mut server) = established();
+    client.send_message(5000).unwrap();
+    client.close(MS);
+    assert_eq!(client.state(), State::FinWait);
+    let pkts = drain(&mut client, MS);
+    assert_eq!(
+        kind(pkts.last().unwrap()),
+        PacketType::Fin,
+        "FIN after the data"
+    );
+    feed_all(&mut server, MS, &pkts);
+    let evs = events(&mut server);
+    assert_eq!(messages(&evs).len(), 1);
+    assert_eq!(evs.last(), Some(&Event::PeerFin));
+    assert_eq!(server.state(), State::CloseWait);
+    // The server can still send.
+    server.send_message(10).unwrap();
+    exchange(&mut client, &mut server, MS);
+    assert_eq!(messages(&events(&mut client)).len(), 1);
+    server.close(2 * MS);
+    assert_eq!(server.state(), State::Closing);
+    exchange(&mut client, &mut server, 2 * MS);
+    assert_eq!(server.state(), State::Closed(None));
+    assert_eq!(client.state(), State::TimeWait);
+    assert!(events(&mut client).contains(&Event::PeerFin));
+    let t = client.next_timeout(2 * MS).unwrap();
+    assert_eq!(t, 2 * MS + client.config().time_wait_ns);
+    client.on_timeout(t);
+    assert_eq!(client.state(), State::Closed(None));
+    assert_eq!(events(&mut client), vec![Event::Closed(None)]);
+}
+
+#[test]
+fn simultaneous_close() {
+    let (mut client, mut server) = established();
+    client.close(MS);
+    server.close(MS);
+    let a = drain(&mut client, MS);
+    let b = drain(&mut server, MS);
+    assert_eq!(kind(&a[0]), PacketType::Fin);
+    assert_eq!(kind(&b[0]), PacketType::Fin);
+    feed_all(&mut server, MS, &a);
+    feed_all(&mut client, MS, &b);
+    assert_eq!(client.state(), State::Closing);
+    assert_eq!(server.state(), State::Closing);
+    exchange(&mut client, &mut server, MS);
+    assert_eq!(client.state(), State::TimeWait);
+    assert_eq!(server.state(), State::TimeWait);
+}
+
+#[test]
+fn lost_fin_is_retransmitted_and_time_wait_reacks() {
+    let (mut client, mut server) = established();
+    client.close(MS);
+    let _lost = drain(&mut client, MS);
+    let mut now = MS;
+    let mut fin = None;
+    for _ in 0..10 {
+        now = client.next_timeout(now).unwrap();
+        client.on_timeout(now);
+        if let Some(f) = drain(&mut client, now)
+            .into_iter()
+            .find(|p| kind(p) == PacketType::Fin)
+        {
+            fin = Some(f);
+            break;
+        }
+    }
+    let fin = fin.expect("FIN retransmitted");
+    feed(&mut server, now, &fin);
+    server.close(now);
+    exchange(&mut client, &mut server, now);
+    assert_eq!(client.state(), State::TimeWait);
+    assert_eq!(server.state(), State::Closed(None));
+    // A retransmitted FIN in TimeWait is acknowledged again.
+    let dup = {
+        let mut buf = [0u8; 128];
+        let h = Header {
+            session_id: SESSION,
+            path_id: PATH_ID,
+            seq: SERVER_ISN,
+            ack: CLIENT_ISN + 1,
+            ..Header::default()
+        };
+        let n = mrc_proto::encode(&h, &Body::Fin, &mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    assert_eq!(
+        feed(&mut client, now, &dup),
+        Input::Dropped(DropReason::Duplicate)
+    );
+    let re = drain(&mut client, now);
+    assert_eq!(re.len(), 1);
+    assert_eq!(kind(&re[0]), PacketType::Ack);
+}
+
+#[test]
+fn abort_sends_rst_and_peer_resets() {
+    let (mut client, mut server) = established();
+    client.send_message(100).unwrap();
+    let _ = drain(&mut client, MS);
+    client.abort(MS);
+    assert_eq!(client.state(), State::Closed(None));
+    let rst = drain(&mut client, MS);
+    assert_eq!(rst.len(), 1);
+    assert_eq!(kind(&rst[0]), PacketType::Rst);
+    assert!(drain(&mut client, MS).is_empty());
+    feed(&mut server, MS, &rst[0]);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+    assert_eq!(
+        events(&mut server),
+        vec![Event::Closed(Some(ConnError::Reset))]
+    );
+    assert_eq!(
+        server.send_message(1),
+        Err(SendError::Failed(ConnError::Reset))
+    );
+    assert_eq!(ConnError::Reset.errno(), 104);
+    assert_eq!(server.next_timeout(MS), None);
+}
+
+#[test]
+fn close_during_handshake_aborts() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let _ = drain(&mut c, 0);
+    c.close(MS);
+    assert_eq!(c.state(), State::Closed(None));
+    let rst = drain(&mut c, MS);
+    assert_eq!(kind(&rst[0]), PacketType::Rst);
+    let mut idle = new_conn(ConnConfig::default());
+    idle.close(0);
+    assert_eq!(idle.state(), State::Closed(None));
+}
+
+#[test]
+fn rst_in_synreceived_resets() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    client.abort(0);
+    let rst = drain(&mut client, 0);
+    feed(&mut server, 0, &rst[0]);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Probes, robustness, size
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn probe_is_answered_and_updates_path() {
+    let (mut client, mut server) = established();
+    let mut now = MS;
+    // The idle heartbeat eventually probes the path.
+    let mut probe = None;
+    for _ in 0..10 {
+        now = client.next_timeout(now).unwrap();
+        client.on_timeout(now);
+        if let Some(p) = drain(&mut client, now)
+            .into_iter()
+            .find(|p| kind(p) == PacketType::Probe)
+        {
+            probe = Some(p);
+            break;
+        }
+    }
+    let probe = probe.expect("a heartbeat probe");
+    feed(&mut server, now, &probe);
+    let ans = drain(&mut server, now);
+    assert_eq!(kind(&ans[0]), PacketType::ProbeAck);
+    feed(&mut client, now + 50 * US, &ans[0]);
+    let p = client.paths().get(0).unwrap();
+    assert_eq!(p.state(), PathState::Active);
+    assert!(!p.probe_outstanding());
+}
+
+#[test]
+fn poll_transmit_needs_a_large_enough_buffer() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let mut small = [0u8; 100];
+    assert!(c.poll_transmit(0, &mut small).is_none());
+    assert_eq!(drain(&mut c, 0).len(), 1);
+}
+
+#[test]
+fn handshake_endpoints_are_exchanged() {
+    use mrc_core::mrc_proto::Endpoint;
+    let eps_c = [Endpoint::v4([10, 0, 0, 1], 6000, false)];
+    let eps_s = [
+        Endpoint::v4([10, 0, 1, 1], 6000, false),
+        Endpoint::v4([10, 0, 2, 1], 6000, true),
+    ];
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &eps_c).unwrap();
+    let syn = drain(&mut client, 0);
+    let pkt = decode(&syn[0]).unwrap();
+    let Body::Syn(hs) = pkt.body else { panic!() };
+    assert_eq!(hs, Handshake::new(CLIENT_ISN, hs.rwnd, &eps_c));
+    server.accept(0, &pkt, SERVER_ISN, &eps_s).unwrap();
+    assert_eq!(server.peer_endpoints().collect::<Vec<_>>(), eps_c.to_vec());
+    let synack = drain(&mut server, 0);
+    feed(&mut client, 0, &synack[0]);
+    assert_eq!(client.peer_endpoints().collect::<Vec<_>>(), eps_s.to_vec());
+}
+
+#[test]
+fn random_packets_never_panic() {
+    // A hostile peer that knows the session id: arbitrary types, sequence numbers, acks,
+    // bitmaps and windows, interleaved with timers.
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut rnd = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for round in 0..20 {
+        let (mut client, mut server) = established();
+        client.send_message(50_000).unwrap();
+        let mut now = MS;
+        let mut buf = vec![0u8; 4096];
+        for _ in 0..2000 {
+            now += rnd() % (200 * US);
+            let near = |v: u64, r: u64| v.wrapping_add(r % 2100).wrapping_sub(1050);
+            let h = Header {
+                flags: Flags(0),
+                session_id: SESSION,
+                path_id: if rnd() % 4 == 0 {
+                    rnd() as u32
+                } else {
+                    PATH_ID
+                },
+                seq: if rnd() % 8 == 0 {
+                    rnd()
+                } else {
+                    near(SERVER_ISN, rnd())
+                },
+                ack: if rnd() % 8 == 0 {
+                    rnd()
+                } else {
+                    near(CLIENT_ISN, rnd())
+                },
+                payload_len: 0,
+            };
+            let bitmap: Vec<u8> = (0..rnd() % 129).map(|_| rnd() as u8).collect();
+            let payload: Vec<u8> = vec![0xAB; (rnd() % 1500) as usize];
+            let body = match rnd() % 8 {
+                0 => Body::Syn(Handshake::new(rnd(), rnd() as u32, &[])),
+                1 => Body::SynAck(Handshake::new(rnd(), rnd() as u32, &[])),
+                2 | 3 => Body::Ack(Sack::new(rnd(), rnd() as u32, h.ack, &bitmap)),
+                4 => Body::Data(&payload),
+                5 => Body::Fin,
+                6 => Body::Probe(mrc_proto::Probe {
+                    nonce: rnd(),
+                    ts: rnd() % (now + 1),
+                }),
+                _ => Body::ProbeAck(mrc_proto::Probe {
+                    nonce: rnd(),
+                    ts: rnd(),
+                }),
+            };
+            let mut flags = Flags(0);
+            if matches!(body, Body::Data(_)) {
+                if rnd() % 2 == 0 {
+                    flags |= Flags::FIRST;
+                }
+                if rnd() % 2 == 0 {
+                    flags |= Flags::LAST;
+                }
+            }
+            let h = Header { flags, ..h };
+            let Ok(n) = mrc_proto::encode(&h, &body, &mut buf) else {
+                continue;
+            };
+            let pkt = decode(&buf[..n]).unwrap();
+            let target: &mut Conn = if rnd() % 2 == 0 {
+                &mut client
+            } else {
+                &mut server
+            };
+            target.handle_packet(now, &pkt);
+            if rnd() % 3 == 0 {
+                target.on_timeout(now);
+            }
+            if rnd() % 5 == 0 {
+                let _ = target.send_message((rnd() % 5000) as u32);
+            }
+            if rnd() % 7 == 0 {
+                target.release_recv(rnd() % 10_000);
+            }
+            let _ = drain(target, now);
+            let _ = events(target);
+            let _ = target.next_timeout(now);
+        }
+        let _ = round;
+    }
+}
+
+#[test]
+fn struct_size_is_documented() {
+    let size = std::mem::size_of::<Conn>();
+    eprintln!("size_of::<Conn>() = {size}");
+    assert!(size < 160 * 1024, "Conn is {size} bytes");
+    assert_eq!(WINDOW, 1024);
+}
