@@ -18,6 +18,7 @@ LLVM ?= -14
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP) LLVM=$(LLVM)
+RUST_SRCS = $(filter-out %_generated.rs,$(wildcard $(TOP)/*.rs))
 
 .PHONY: all modules clippy setup check demo tools test-host fmt fmt-check clean help
 
@@ -40,11 +41,11 @@ test-host:
 	cd $(TOP)/tools && cargo test
 
 fmt:
-	rustfmt --edition 2021 $(TOP)/*.rs
+	rustfmt --edition 2021 $(RUST_SRCS)
 	cd $(TOP)/tools && cargo fmt --all
 
 fmt-check:
-	rustfmt --edition 2021 --check $(TOP)/*.rs
+	rustfmt --edition 2021 --check $(RUST_SRCS)
 	cd $(TOP)/tools && cargo fmt --all --check
 
 check:

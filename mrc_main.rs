@@ -14,6 +14,7 @@ use kernel::{c_str, prelude::*};
 // The sans-IO core is public: the same files form the host crate
 // `tools/mrc-core`, where they are tested.
 pub mod mrc_cc;
+pub mod mrc_conn;
 pub mod mrc_path;
 pub mod mrc_proto;
 
@@ -41,11 +42,20 @@ struct MrcModule {
 impl kernel::Module for MrcModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let family = mrc_sys::param_family();
+        if !(1..mrc_sys::AF_MAX).contains(&family) {
+            pr_err!(
+                "family={} is out of range 1..{}\n",
+                family,
+                mrc_sys::AF_MAX - 1
+            );
+            return Err(EINVAL);
+        }
         let proto = ProtoRegistration::register::<mrc_sock::MrcSock>(module, c_str!("MRC"))?;
         let pernet = PernetRegistration::register()?;
-        let fam = FamilyRegistration::register::<mrc_sock::MrcSock>(module, family).inspect_err(|e| {
-            pr_err!("cannot register socket family {}: {:?}\n", family, e);
-        })?;
+        let fam =
+            FamilyRegistration::register::<mrc_sock::MrcSock>(module, family).inspect_err(|e| {
+                pr_err!("cannot register socket family {}: {:?}\n", family, e);
+            })?;
         pr_info!("family {}, UDP port {}\n", family, mrc_sys::param_port());
         Ok(Self {
             _family: fam,

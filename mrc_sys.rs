@@ -25,12 +25,15 @@ use kernel::{
 
 #[allow(
     clippy::all,
+    clippy::undocumented_unsafe_blocks,
     dead_code,
     improper_ctypes,
     missing_docs,
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
+    unknown_lints,
+    unnecessary_transmutes,
     unreachable_pub,
     unsafe_op_in_unsafe_fn
 )]
@@ -76,6 +79,9 @@ pub(crate) enum IpFamily {
     /// IPv6 (bound with `IPV6_V6ONLY`, so it does not shadow the IPv4 socket).
     V6,
 }
+
+/// One past the largest address family number the kernel accepts.
+pub(crate) const AF_MAX: i32 = bindings::AF_MAX as i32;
 
 /// The value of the module parameter `family`: the number of `AF_MRC`.
 pub(crate) fn param_family() -> i32 {
@@ -162,6 +168,12 @@ unsafe fn pernet_state<'a, T: PernetState>(net: *const bindings::net) -> &'a T {
     unsafe { &*bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>() }
 }
 
+/// `pernet_operations::init`: builds and starts the namespace's `T`.
+///
+/// # Safety
+///
+/// Called only by the pernet core, with a live namespace and its zeroed
+/// area for our id.
 unsafe extern "C" fn pernet_init<T: PernetState>(net: *mut bindings::net) -> c_int {
     // SAFETY: the pernet core calls us with a live namespace that outlives
     // the state, and with our id's zeroed area of `size_of::<T>()` bytes.
@@ -187,6 +199,11 @@ unsafe extern "C" fn pernet_init<T: PernetState>(net: *mut bindings::net) -> c_i
     }
 }
 
+/// `pernet_operations::exit`: stops and drops the namespace's `T`.
+///
+/// # Safety
+///
+/// Called only by the pernet core, once, after a successful `pernet_init`.
 unsafe extern "C" fn pernet_exit<T: PernetState>(net: *mut bindings::net) {
     // SAFETY: called once per namespace after a successful `pernet_init`.
     let slot = unsafe { bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>() };
@@ -264,14 +281,6 @@ impl SkBuff {
             core::slice::from_raw_parts((*skb).data, headlen)
         }
     }
-
-    /// Frees the packet as successfully consumed.
-    pub(crate) fn consume(self) {
-        let skb = self.0.as_ptr();
-        core::mem::forget(self);
-        // SAFETY: we owned `skb` and give it up here.
-        unsafe { bindings::consume_skb(skb) };
-    }
 }
 
 impl Drop for SkBuff {
@@ -289,6 +298,12 @@ pub(crate) trait EncapHandler: Sync {
     fn receive(&self, skb: SkBuff);
 }
 
+/// `encap_rcv` of the tunnel socket: hands each datagram to the handler.
+///
+/// # Safety
+///
+/// Called only by UDP receive, in softirq under the RCU read lock, with our
+/// tunnel socket and an skb whose ownership passes to us.
 unsafe extern "C" fn encap_rcv<H: EncapHandler>(
     sk: *mut bindings::sock,
     skb: *mut bindings::sk_buff,
@@ -395,7 +410,15 @@ pub(crate) trait ProcShow: PernetState {
     fn show(&self, out: &mut SeqFile) -> core::fmt::Result;
 }
 
-unsafe extern "C" fn proc_show<T: ProcShow>(seq: *mut bindings::seq_file, _v: *mut c_void) -> c_int {
+/// `show` of a `/proc/net` file created by [`ProcEntry::new`].
+///
+/// # Safety
+///
+/// Called only by the seq_file core for such a file, with its `seq_file`.
+unsafe extern "C" fn proc_show<T: ProcShow>(
+    seq: *mut bindings::seq_file,
+    _v: *mut c_void,
+) -> c_int {
     // SAFETY: `seq` belongs to a file created by `ProcEntry::new` in a
     // namespace whose pernet state is alive while the file exists.
     let state: &T = unsafe { pernet_state(bindings::mrc_seq_file_single_net(seq)) };
@@ -480,6 +503,11 @@ static PROTO: StaticCell<bindings::proto> = StaticCell::zeroed();
 static PROTO_OPS: StaticCell<bindings::proto_ops> = StaticCell::zeroed();
 static FAMILY_OPS: StaticCell<bindings::net_proto_family> = StaticCell::zeroed();
 
+/// `sk_destruct` of MRC socks: drops the protocol state.
+///
+/// # Safety
+///
+/// Called only by `__sk_destruct`, once, when the last reference is gone.
 unsafe extern "C" fn sk_destruct<T: SockState>(sk: *mut bindings::sock) {
     // CAST: every sock of `PROTO` is a `SockWith<T>` (`obj_size`).
     let this = sk.cast::<SockWith<T>>();
@@ -487,6 +515,11 @@ unsafe extern "C" fn sk_destruct<T: SockState>(sk: *mut bindings::sock) {
     unsafe { ptr::drop_in_place(ptr::addr_of_mut!((*this).state)) };
 }
 
+/// `net_proto_family::create`: `socket(AF_MRC, …)`.
+///
+/// # Safety
+///
+/// Called only by `__sock_create`, with a live namespace and a new socket.
 unsafe extern "C" fn family_create<T: SockState>(
     net: *mut bindings::net,
     sock: *mut bindings::socket,
@@ -523,6 +556,11 @@ unsafe extern "C" fn family_create<T: SockState>(
     })
 }
 
+/// `proto_ops::release`: the last close of an MRC socket.
+///
+/// # Safety
+///
+/// Called only by the socket layer, once per socket.
 unsafe extern "C" fn sock_release(sock: *mut bindings::socket) -> c_int {
     // SAFETY: the socket layer calls release once, on a valid socket.
     unsafe {

@@ -19,5 +19,5 @@ kdir=$(kernel_build_dir "$flavor")
 
 append="root=/dev/root panic_on_warn=1 oops=panic"
 [ "$flavor" = debug ] && append+=" kmemleak=on"
-exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory 2G \
+exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory 1G \
 	--append "$append" --exec "$*"

@@ -35,6 +35,19 @@ if insmod "$MRC_KO" family=2 2>/dev/null; then
 else
 	mrc_ok "family=2 (taken by AF_INET) refused"
 fi
+for f in -1 0 46 1000; do
+	out=$(insmod "$MRC_KO" family=$f 2>&1) && { mrc_fail "family=$f accepted"; mrc_unload; continue; }
+	case "$out" in
+	# insmod words EINVAL as "Invalid parameters".
+	*"Invalid param"*)
+		if dmesg | grep -q "family=$f is out of range"; then
+			mrc_ok "family=$f refused with EINVAL and a log line"
+		else
+			mrc_fail "family=$f: EINVAL without the out-of-range message"
+		fi ;;
+	*) mrc_fail "family=$f: unexpected error: $out" ;;
+	esac
+done
 mrc_check "no module left after refused load" 0 "$(lsmod | grep -c '^mrc ')"
 
 mrc_exit

@@ -35,18 +35,23 @@ report() { # report OK NAME [DETAIL]
 
 for t in "${tests[@]}"; do
 	echo "# running $t"
+	start=$SECONDS
 	timeout "$timeout" "./$t" 2>&1 | sed 's/^/# /'
-	report "${PIPESTATUS[0]}" "$t"
+	rc=${PIPESTATUS[0]}
+	echo "# $t took $((SECONDS - start)) s"
+	report "$rc" "$t"
 done
 
 lsmod | grep -q '^mrc ' && rmmod mrc
 
 # Objects must be unreferenced for 5 s before kmemleak reports them.
 if [ -w "$kmemleak" ]; then
+	start=$SECONDS
 	sleep 6
 	echo scan >"$kmemleak"
 	echo scan >"$kmemleak"
 	leaks=$(cat "$kmemleak")
+	echo "# kmemleak scan took $((SECONDS - start)) s"
 	if [ -n "$leaks" ]; then
 		echo "$leaks" | head -n 60 | sed 's/^/# /'
 		report 1 kmemleak "$(grep -c 'unreferenced object' <<<"$leaks") leaked objects"
