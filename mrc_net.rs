@@ -17,7 +17,9 @@ use core::{
 use kernel::{c_str, prelude::*};
 
 use crate::mrc_proto::DecodeError;
-use crate::mrc_sys::{self, EncapHandler, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, UdpTunnel};
+use crate::mrc_sys::{
+    self, EncapHandler, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, UdpTunnel,
+};
 
 /// Bytes of the UDP header in front of every MRC packet.
 const UDP_HLEN: usize = 8;
@@ -91,14 +93,18 @@ impl PernetState for MrcNet {
         let port = mrc_sys::param_port();
         // SAFETY: only `start`/`stop` touch these cells and they are
         // serialised by the pernet core.
-        let (tunnels, proc_file) = unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
+        let (tunnels, proc_file) =
+            unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
         *proc_file = Some(ProcEntry::new::<Self>(net, c_str!("mrc"))?);
         for (slot, family) in tunnels.iter_mut().zip([IpFamily::V4, IpFamily::V6]) {
             // SAFETY: `self` lives in the pernet area until after `stop`, which
             // drops the tunnel first.
             match unsafe { UdpTunnel::new(net, family, port, self) } {
                 Ok(t) => *slot = Some(t),
-                Err(e) if family == IpFamily::V6 && e == mrc_sys::err::address_family_not_supported() => {
+                Err(e)
+                    if family == IpFamily::V6
+                        && e == mrc_sys::err::address_family_not_supported() =>
+                {
                     pr_info!("IPv6 unavailable, MRC tunnel is IPv4 only\n");
                 }
                 Err(e) => {
@@ -112,7 +118,8 @@ impl PernetState for MrcNet {
 
     fn stop(&self, _net: &Net) {
         // SAFETY: as in `start`.
-        let (tunnels, proc_file) = unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
+        let (tunnels, proc_file) =
+            unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
         *proc_file = None;
         for t in tunnels.iter_mut() {
             *t = None;
@@ -124,9 +131,10 @@ impl EncapHandler for MrcNet {
     fn receive(&self, mut skb: SkBuff) {
         let len = skb.len();
         self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
-        self.stats
-            .rx_bytes
-            .fetch_add(u64::from(len).saturating_sub(UDP_HLEN as u64), Ordering::Relaxed);
+        self.stats.rx_bytes.fetch_add(
+            u64::from(len).saturating_sub(UDP_HLEN as u64),
+            Ordering::Relaxed,
+        );
         if !skb.pull(len) {
             self.stats.count_drop(RxDrop::NoMemory);
             return;
