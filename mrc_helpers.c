@@ -9,6 +9,7 @@
 #include <linux/seq_file_net.h>
 #include <linux/skbuff.h>
 #include <net/net_namespace.h>
+#include <net/route.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
 
@@ -33,8 +34,13 @@ void *mrc_net_generic(const struct net *net, unsigned int id) { return net_gener
 struct net *mrc_sock_net(const struct sock *sk) { return sock_net(sk); }
 void *mrc_sk_user_data(const struct sock *sk) { return rcu_dereference_sk_user_data(sk); }
 bool mrc_pskb_may_pull(struct sk_buff *skb, unsigned int len) { return pskb_may_pull(skb, len); }
+void mrc_sk_clear_user_data(struct sock *sk) { rcu_assign_sk_user_data(sk, NULL); }
 void mrc_kfree_skb(struct sk_buff *skb) { kfree_skb(skb); }
 void mrc_sock_orphan(struct sock *sk) { sock_orphan(sk); }
 void mrc_sock_put(struct sock *sk) { sock_put(sk); }
 void mrc_sock_hold(struct sock *sk) { sock_hold(sk); }
 struct net *mrc_seq_file_single_net(struct seq_file *seq) { return seq_file_single_net(seq); }
+unsigned char *mrc_skb_network_header(const struct sk_buff *skb) { return skb_network_header(skb); }
+void mrc_skb_reserve(struct sk_buff *skb, int len) { skb_reserve(skb, len); }
+void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len) { return skb_put_data(skb, data, len); }
+int mrc_ip4_dst_hoplimit(const struct dst_entry *dst) { return ip4_dst_hoplimit(dst); }

@@ -12,13 +12,15 @@
 use core::{
     cell::UnsafeCell,
     fmt::Write,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU64, Ordering},
 };
 use kernel::{c_str, prelude::*};
 
-use crate::mrc_proto::DecodeError;
+use crate::mrc_conn;
+use crate::mrc_proto::{DecodeError, Header, HEADER_LEN};
 use crate::mrc_sys::{
-    self, EncapHandler, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, UdpTunnel,
+    self, EncapHandler, IpAddr, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff,
+    UdpTunnel,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -42,6 +44,8 @@ struct Stats {
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
+    tx_rst: AtomicU64,
+    tx_errors: AtomicU64,
 }
 
 impl Stats {
@@ -52,6 +56,8 @@ impl Stats {
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
+            tx_rst: AtomicU64::new(0),
+            tx_errors: AtomicU64::new(0),
         }
     }
 
@@ -70,6 +76,9 @@ impl Stats {
 /// MRC's state in one network namespace.
 pub(crate) struct MrcNet {
     stats: Stats,
+    /// Set once `start` has finished writing `tunnels`; receive paths only
+    /// read `tunnels` after they saw it set.
+    ready: AtomicBool,
     /// Written only by `start`/`stop`, which the pernet core serialises.
     tunnels: UnsafeCell<[Option<UdpTunnel>; 2]>,
     /// Written only by `start`/`stop`, as above.
@@ -84,6 +93,7 @@ impl PernetState for MrcNet {
     fn new() -> Self {
         Self {
             stats: Stats::new(),
+            ready: AtomicBool::new(false),
             tunnels: UnsafeCell::new([None, None]),
             proc_file: UnsafeCell::new(None),
         }
@@ -113,11 +123,23 @@ impl PernetState for MrcNet {
                 }
             }
         }
+        self.ready.store(true, Ordering::Release);
         Ok(())
     }
 
     fn stop(&self, _net: &Net) {
-        // SAFETY: as in `start`.
+        // Quiesce receive before touching `tunnels`: after `detach` no new
+        // callback reaches `self`, and `synchronize_net` waits out the ones
+        // already running, which may be reading `tunnels` to send a reply.
+        self.ready.store(false, Ordering::Release);
+        // SAFETY: shared reads; nothing writes `tunnels` concurrently (only
+        // `start`/`stop` do, serialised by the pernet core).
+        for t in unsafe { &*self.tunnels.get() }.iter().flatten() {
+            t.detach();
+        }
+        mrc_sys::synchronize_net();
+        // SAFETY: no receive callback runs any more (above) and `start` and
+        // `stop` are serialised by the pernet core.
         let (tunnels, proc_file) =
             unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
         *proc_file = None;
@@ -140,12 +162,48 @@ impl EncapHandler for MrcNet {
             return;
         }
         let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-        let why = match crate::mrc_proto::decode(payload) {
-            Err(e) => RxDrop::Decode(e),
-            Ok(_) => RxDrop::NoSession,
-        };
-        self.stats.count_drop(why);
+        match crate::mrc_proto::decode(payload) {
+            Err(e) => self.stats.count_drop(RxDrop::Decode(e)),
+            Ok(pkt) => {
+                self.stats.count_drop(RxDrop::NoSession);
+                self.reply_rst(&skb, &pkt.header);
+            }
+        }
         // `skb` is freed as a drop here.
+    }
+}
+
+impl MrcNet {
+    /// Answers a packet for a session that does not exist with an RST, so a
+    /// peer that lost its state (or connects to nobody) learns it at once.
+    fn reply_rst(&self, skb: &SkBuff, header: &Header) {
+        let mut buf = [0u8; HEADER_LEN];
+        let (Some(addrs), Some(len)) = (skb.udp_addrs(), mrc_conn::reply_rst(header, &mut buf))
+        else {
+            return;
+        };
+        if !self.ready.load(Ordering::Acquire) {
+            return;
+        }
+        // SAFETY: `ready` is set only after `start` wrote `tunnels`, and
+        // `stop` writes them only after every receive callback has finished.
+        let tunnels = unsafe { &*self.tunnels.get() };
+        let family = match addrs.src {
+            IpAddr::V4(_) => 0,
+            IpAddr::V6(_) => 1,
+        };
+        let sent = match (tunnels.get(family), buf.get(..len)) {
+            (Some(Some(t)), Some(pkt)) => {
+                t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt)
+            }
+            _ => return,
+        };
+        let counter = if sent.is_ok() {
+            &self.stats.tx_rst
+        } else {
+            &self.stats.tx_errors
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -159,6 +217,8 @@ impl ProcShow for MrcNet {
             writeln!(out, "drop_{} {}", e.name(), get(c))?;
         }
         writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
-        writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))
+        writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))?;
+        writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
+        writeln!(out, "tx_errors {}", get(&s.tx_errors))
     }
 }

@@ -15,7 +15,7 @@ use core::{
     ptr::{self, NonNull},
 };
 use kernel::{
-    error::{from_result, to_result, Error},
+    error::{from_err_ptr, from_result, to_result, Error},
     ffi::{c_int, c_uint},
     prelude::*,
     str::CStr,
@@ -62,11 +62,17 @@ pub(crate) mod err {
     pub(crate) fn protocol_not_supported() -> Error {
         errno(bindings::EPROTONOSUPPORT)
     }
+    /// The message does not fit in one datagram.
+    pub(crate) fn message_too_long() -> Error {
+        errno(bindings::EMSGSIZE)
+    }
     /// The address family is not available (e.g. IPv6 disabled).
     pub(crate) fn address_family_not_supported() -> Error {
         errno(bindings::EAFNOSUPPORT)
     }
 }
+
+const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
 
 /// `SOCK_SEQPACKET`, the only socket type MRC provides.
 pub(crate) const SOCK_SEQPACKET: i32 = bindings::sock_type_SOCK_SEQPACKET as i32;
@@ -248,6 +254,28 @@ impl<T: PernetState> Drop for PernetRegistration<T> {
 
 // --- Socket buffers -------------------------------------------------------------
 
+/// An IPv4 or IPv6 address, in network byte order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum IpAddr {
+    /// IPv4.
+    V4([u8; 4]),
+    /// IPv6.
+    V6([u8; 16]),
+}
+
+/// Addresses and ports of a received UDP datagram.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct UdpAddrs {
+    /// Sender's address.
+    pub(crate) src: IpAddr,
+    /// Sender's UDP port.
+    pub(crate) sport: u16,
+    /// Our address the datagram was sent to.
+    pub(crate) dst: IpAddr,
+    /// Our UDP port.
+    pub(crate) dport: u16,
+}
+
 /// An owned `sk_buff`; dropping it frees the packet as a drop.
 ///
 /// # Invariants
@@ -268,6 +296,40 @@ impl SkBuff {
         // SAFETY: valid per the type invariant; may reallocate the head, which
         // is why `linear()` borrows `self`.
         unsafe { bindings::mrc_pskb_may_pull(self.0.as_ptr(), len) }
+    }
+
+    /// Addresses and ports of a received datagram whose `data` is at the UDP
+    /// header; `None` if the headers are not where they must be.
+    pub(crate) fn udp_addrs(&self) -> Option<UdpAddrs> {
+        let skb = self.0.as_ptr();
+        let udp = self.linear().get(..4)?;
+        // SAFETY: valid per the type invariant. The network header of a
+        // received datagram lies in the linear area before `data`; the length
+        // checks below keep every read between it and `data`.
+        let (nh, ip_len) = unsafe {
+            let nh = bindings::mrc_skb_network_header(skb);
+            let ip_len = ((*skb).data as usize).checked_sub(nh as usize)?;
+            (nh, ip_len)
+        };
+        // SAFETY: `ip_len` bytes from `nh` are the IP header (see above).
+        let ip = unsafe { core::slice::from_raw_parts(nh, ip_len) };
+        let (src, dst) = match ip.first()? >> 4 {
+            4 => (
+                IpAddr::V4(ip.get(12..16)?.try_into().ok()?),
+                IpAddr::V4(ip.get(16..20)?.try_into().ok()?),
+            ),
+            6 => (
+                IpAddr::V6(ip.get(8..24)?.try_into().ok()?),
+                IpAddr::V6(ip.get(24..40)?.try_into().ok()?),
+            ),
+            _ => return None,
+        };
+        Some(UdpAddrs {
+            src,
+            sport: u16::from_be_bytes([*udp.first()?, *udp.get(1)?]),
+            dst,
+            dport: u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]),
+        })
     }
 
     /// The linear part of the packet, starting at `data`.
@@ -380,6 +442,131 @@ impl UdpTunnel {
         unsafe { bindings::setup_udp_tunnel_sock(net.as_ptr(), sock.as_ptr(), &mut tcfg) };
         Ok(Self(sock))
     }
+}
+
+impl UdpTunnel {
+    /// Sends `payload` as one UDP datagram from `src:sport` to `dst:dport`;
+    /// `src` may be unspecified (all zero) to let routing choose. Callable
+    /// from any context, softirq included.
+    pub(crate) fn send(
+        &self,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        payload: &[u8],
+    ) -> Result {
+        let len = u32::try_from(payload.len()).map_err(|_| err::message_too_long())?;
+        let headroom: u32 = bindings::MRC_TX_HEADROOM;
+        // SAFETY: `__alloc_skb` may be called in atomic context with GFP_ATOMIC.
+        let skb = unsafe {
+            bindings::__alloc_skb(
+                headroom.saturating_add(len),
+                kernel::bindings::GFP_ATOMIC,
+                0,
+                bindings::NUMA_NO_NODE,
+            )
+        };
+        let skb = SkBuff(NonNull::new(skb).ok_or(ENOMEM)?);
+        // SAFETY: the new skb has `headroom + len` bytes of tailroom.
+        unsafe {
+            bindings::mrc_skb_reserve(skb.0.as_ptr(), headroom as c_int);
+            bindings::mrc_skb_put_data(skb.0.as_ptr(), payload.as_ptr().cast(), len);
+        }
+        // SAFETY: `self.0` is a live socket (type invariant).
+        let sk = unsafe { (*self.0.as_ptr()).sk };
+        // SAFETY: a socket's namespace outlives it.
+        let net = unsafe { bindings::mrc_sock_net(sk) };
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                // SAFETY: all-zero is a valid flow key (no mark, any interface).
+                let mut fl: bindings::flowi4 = unsafe { MaybeUninit::zeroed().assume_init() };
+                fl.saddr = u32::from_ne_bytes(s);
+                fl.daddr = u32::from_ne_bytes(d);
+                fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                fl.uli.ports.sport = sport.to_be();
+                fl.uli.ports.dport = dport.to_be();
+                // SAFETY: `net`, `fl` and `sk` are valid for the call.
+                let rt = unsafe { bindings::ip_route_output_flow(net, &mut fl, sk) };
+                from_err_ptr(rt)?;
+                let skb_ptr = skb.0.as_ptr();
+                core::mem::forget(skb);
+                // SAFETY: `rt` is a held route; `udp_tunnel_xmit_skb` takes
+                // over it and the skb, whatever happens to the packet.
+                unsafe {
+                    let ttl = bindings::mrc_ip4_dst_hoplimit(ptr::addr_of!((*rt).dst));
+                    bindings::udp_tunnel_xmit_skb(
+                        rt,
+                        sk,
+                        skb_ptr,
+                        fl.saddr,
+                        fl.daddr,
+                        0,
+                        ttl as u8,
+                        0,
+                        sport.to_be(),
+                        dport.to_be(),
+                        false,
+                        false,
+                    );
+                }
+                Ok(())
+            }
+            (IpAddr::V6(s), IpAddr::V6(d)) => {
+                // SAFETY: all-zero is a valid flow key.
+                let mut fl: bindings::flowi6 = unsafe { MaybeUninit::zeroed().assume_init() };
+                fl.saddr.in6_u.u6_addr8 = s;
+                fl.daddr.in6_u.u6_addr8 = d;
+                fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                fl.uli.ports.sport = sport.to_be();
+                fl.uli.ports.dport = dport.to_be();
+                // SAFETY: `ipv6_stub` is set once IPv6 is up, which it is since
+                // this tunnel socket is an IPv6 socket.
+                let lookup = unsafe { (*bindings::ipv6_stub).ipv6_dst_lookup_flow }
+                    .ok_or_else(err::address_family_not_supported)?;
+                // SAFETY: `net`, `sk` and `fl` are valid for the call.
+                let dst = unsafe { lookup(net, sk, &mut fl, ptr::null()) };
+                from_err_ptr(dst)?;
+                let skb_ptr = skb.0.as_ptr();
+                core::mem::forget(skb);
+                // SAFETY: `dst` is a held route; `udp_tunnel6_xmit_skb` takes
+                // over it and the skb.
+                unsafe {
+                    let ttl = bindings::ip6_dst_hoplimit(dst);
+                    bindings::udp_tunnel6_xmit_skb(
+                        dst,
+                        sk,
+                        skb_ptr,
+                        ptr::null_mut(),
+                        &fl.saddr,
+                        &fl.daddr,
+                        0,
+                        ttl as u8,
+                        0,
+                        sport.to_be(),
+                        dport.to_be(),
+                        false,
+                    );
+                }
+                Ok(())
+            }
+            _ => Err(err::address_family_not_supported()),
+        }
+    }
+
+    /// Stops handing datagrams to the handler; once [`synchronize_net`] has
+    /// returned, no receive callback uses it any more.
+    pub(crate) fn detach(&self) {
+        // SAFETY: `self.0` is live; clearing the user data makes `encap_rcv`
+        // drop what it receives from now on.
+        unsafe { bindings::mrc_sk_clear_user_data((*self.0.as_ptr()).sk) };
+    }
+}
+
+/// Waits until every receive callback that started before has finished.
+pub(crate) fn synchronize_net() {
+    // SAFETY: may sleep; callers are in process context (pernet exit).
+    unsafe { bindings::synchronize_net() };
 }
 
 impl Drop for UdpTunnel {

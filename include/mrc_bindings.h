@@ -17,6 +17,9 @@
 #include <net/net_namespace.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
+#include <net/ip6_route.h>
+#include <net/ipv6_stubs.h>
+#include <net/route.h>
 #include <net/udp_tunnel.h>
 
 #include "uapi/linux/mrc.h"

@@ -7,7 +7,16 @@
 #define _MRC_HELPERS_H
 
 #include <linux/types.h>
+#include <linux/ipv6.h>
+#include <linux/netdevice.h>
+#include <linux/udp.h>
 
+/* Room in front of an outgoing datagram for UDP, IPv6 and link headers. */
+enum {
+	MRC_TX_HEADROOM = LL_MAX_HEADER + sizeof(struct ipv6hdr) + sizeof(struct udphdr),
+};
+
+struct dst_entry;
 struct net;
 struct sk_buff;
 struct sock;
@@ -19,11 +28,16 @@ u16 mrc_param_port(void);
 void *mrc_net_generic(const struct net *net, unsigned int id);
 struct net *mrc_sock_net(const struct sock *sk);
 void *mrc_sk_user_data(const struct sock *sk);
+void mrc_sk_clear_user_data(struct sock *sk);
 bool mrc_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 void mrc_kfree_skb(struct sk_buff *skb);
 void mrc_sock_orphan(struct sock *sk);
 void mrc_sock_put(struct sock *sk);
 void mrc_sock_hold(struct sock *sk);
 struct net *mrc_seq_file_single_net(struct seq_file *seq);
+unsigned char *mrc_skb_network_header(const struct sk_buff *skb);
+void mrc_skb_reserve(struct sk_buff *skb, int len);
+void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len);
+int mrc_ip4_dst_hoplimit(const struct dst_entry *dst);
 
 #endif /* _MRC_HELPERS_H */

@@ -133,6 +133,39 @@ def cmd_garbage(args):
     print(f"sent {args.count * len(args.classes.split(','))} {sent_bytes}")
 
 
+TYPE_RST = 6
+
+
+def cmd_rst(args):
+    """Sends one well-formed DATA packet for a session nobody has and checks
+    the RST that must come back: checksum, type, echoed session and path,
+    seq/ack swapped."""
+    fam = socket.AF_INET6 if ":" in args.addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.settimeout(5)
+    session, path, seq, ack = 0x0123456789ABCDEF, 7, 1000, 42
+    payload = b"hello"
+    hdr = HDR.pack(MAGIC, 1, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
+                   len(payload), 0)
+    crc = crc32c(hdr + payload)
+    s.sendto(HDR.pack(MAGIC, 1, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
+                      len(payload), crc) + payload, (args.addr, args.port))
+    data, peer = s.recvfrom(2048)
+    m, v, flags, sid, pid, rseq, rack, plen, rcrc = HDR.unpack(data[:HDR.size])
+    zeroed = data[:40] + b"\0\0\0\0" + data[44:]
+    checks = {
+        "length": len(data) == HDR.size and plen == 0,
+        "magic": m == MAGIC and v == 1,
+        "checksum": rcrc == crc32c(zeroed),
+        "type": flags == TYPE_RST,
+        "session": sid == session and pid == path,
+        "seq_ack": rseq == ack and rack == seq,
+        "from_port": peer[1] == args.port,
+    }
+    bad = [k for k, ok in checks.items() if not ok]
+    print("rst ok" if not bad else "rst bad: " + ",".join(bad))
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -147,6 +180,10 @@ def main():
     c.set_defaults(fn=cmd_errors)
     c = sub.add_parser("create")
     c.set_defaults(fn=cmd_create)
+    c = sub.add_parser("rst")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.set_defaults(fn=cmd_rst)
     c = sub.add_parser("garbage")
     c.add_argument("addr")
     c.add_argument("port", type=int)

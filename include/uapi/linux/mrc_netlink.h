@@ -1,0 +1,225 @@
+/* SPDX-License-Identifier: ((GPL-2.0 WITH Linux-syscall-note) OR BSD-3-Clause) */
+/* Do not edit directly, auto-generated from: */
+/*	netlink/mrc.yaml */
+/* YNL-GEN uapi header */
+
+#ifndef _UAPI_LINUX_MRC_NETLINK_H
+#define _UAPI_LINUX_MRC_NETLINK_H
+
+#define MRC_FAMILY_NAME		"mrc"
+#define MRC_FAMILY_VERSION	1
+
+/**
+ * enum mrc_path_state - Health of a path as seen by the failure detector.
+ * @MRC_PATH_STATE_ACTIVE: Healthy; carries new data.
+ * @MRC_PATH_STATE_SUSPECT: A loss burst or a missed heartbeat; carries no new
+ *   data and is being probed.
+ * @MRC_PATH_STATE_FAILED: miss-threshold probes in a row went unanswered;
+ *   probed with exponential backoff.
+ */
+enum mrc_path_state {
+	MRC_PATH_STATE_ACTIVE,
+	MRC_PATH_STATE_SUSPECT,
+	MRC_PATH_STATE_FAILED,
+};
+
+/**
+ * enum mrc_path_state_reason - Why a path changed state.
+ * @MRC_PATH_STATE_REASON_UNSPEC: Not known.
+ * @MRC_PATH_STATE_REASON_LOSS_BURST: Several losses in a row with no
+ *   acknowledgement between them.
+ * @MRC_PATH_STATE_REASON_PROBE_TIMEOUT: A probe, or the heartbeat of a busy
+ *   path, went unanswered.
+ * @MRC_PATH_STATE_REASON_PROBE_ANSWERED: A probe was answered; the path is
+ *   alive.
+ * @MRC_PATH_STATE_REASON_LOCAL_DOWN: The local address or interface of the
+ *   path went away.
+ */
+enum mrc_path_state_reason {
+	MRC_PATH_STATE_REASON_UNSPEC,
+	MRC_PATH_STATE_REASON_LOSS_BURST,
+	MRC_PATH_STATE_REASON_PROBE_TIMEOUT,
+	MRC_PATH_STATE_REASON_PROBE_ANSWERED,
+	MRC_PATH_STATE_REASON_LOCAL_DOWN,
+};
+
+/**
+ * enum mrc_conn_state - State of a connection.
+ * @MRC_CONN_STATE_IDLE: Created; neither connecting nor accepted yet.
+ * @MRC_CONN_STATE_SYN_SENT: SYN sent, waiting for SYN_ACK.
+ * @MRC_CONN_STATE_SYN_RECEIVED: SYN received and SYN_ACK sent, waiting for the
+ *   peer's ACK.
+ * @MRC_CONN_STATE_ESTABLISHED: Data flows both ways.
+ * @MRC_CONN_STATE_FIN_WAIT: This end has closed; the peer may still send.
+ * @MRC_CONN_STATE_CLOSE_WAIT: The peer has closed; this end may still send.
+ * @MRC_CONN_STATE_CLOSING: Both ends have closed; this end's FIN is not yet
+ *   acknowledged.
+ * @MRC_CONN_STATE_TIME_WAIT: Both FINs are acknowledged; lingers to answer a
+ *   repeated FIN.
+ * @MRC_CONN_STATE_CLOSED: Finished, orderly or with an error.
+ */
+enum mrc_conn_state {
+	MRC_CONN_STATE_IDLE,
+	MRC_CONN_STATE_SYN_SENT,
+	MRC_CONN_STATE_SYN_RECEIVED,
+	MRC_CONN_STATE_ESTABLISHED,
+	MRC_CONN_STATE_FIN_WAIT,
+	MRC_CONN_STATE_CLOSE_WAIT,
+	MRC_CONN_STATE_CLOSING,
+	MRC_CONN_STATE_TIME_WAIT,
+	MRC_CONN_STATE_CLOSED,
+};
+
+/**
+ * enum mrc_endpoint_flags - Flags of a local endpoint.
+ * @MRC_ENDPOINT_FLAGS_BACKUP: Paths over this endpoint carry data only when no
+ *   path over a non-backup endpoint is active.
+ */
+enum mrc_endpoint_flags {
+	MRC_ENDPOINT_FLAGS_BACKUP = 1,
+};
+
+enum {
+	MRC_A_DROPS_SHORT = 1,
+	MRC_A_DROPS_BAD_MAGIC,
+	MRC_A_DROPS_BAD_VERSION,
+	MRC_A_DROPS_LENGTH_MISMATCH,
+	MRC_A_DROPS_BAD_CHECKSUM,
+	MRC_A_DROPS_UNKNOWN_TYPE,
+	MRC_A_DROPS_BAD_FLAGS,
+	MRC_A_DROPS_BAD_SACK,
+	MRC_A_DROPS_BAD_HANDSHAKE,
+	MRC_A_DROPS_BAD_BODY,
+	MRC_A_DROPS_NO_SESSION,
+	MRC_A_DROPS_NO_MEMORY,
+
+	__MRC_A_DROPS_MAX,
+	MRC_A_DROPS_MAX = (__MRC_A_DROPS_MAX - 1)
+};
+
+enum {
+	MRC_A_STATS_RX_PACKETS = 1,
+	MRC_A_STATS_RX_BYTES,
+	MRC_A_STATS_TX_PACKETS,
+	MRC_A_STATS_TX_BYTES,
+	MRC_A_STATS_RETRANS_PACKETS,
+	MRC_A_STATS_CONNS,
+	MRC_A_STATS_CONNS_OPENED,
+	MRC_A_STATS_CONNS_FAILED,
+	MRC_A_STATS_DROPS,
+
+	__MRC_A_STATS_MAX,
+	MRC_A_STATS_MAX = (__MRC_A_STATS_MAX - 1)
+};
+
+enum {
+	MRC_A_PATH_ID = 1,
+	MRC_A_PATH_PLANE,
+	MRC_A_PATH_EV,
+	MRC_A_PATH_LOCAL_ADDR,
+	MRC_A_PATH_LOCAL_PORT,
+	MRC_A_PATH_REMOTE_ADDR,
+	MRC_A_PATH_REMOTE_PORT,
+	MRC_A_PATH_IFINDEX,
+	MRC_A_PATH_STATE,
+	MRC_A_PATH_BACKUP,
+	MRC_A_PATH_TIME_IN_STATE_NS,
+	MRC_A_PATH_SRTT_NS,
+	MRC_A_PATH_RTTVAR_NS,
+	MRC_A_PATH_MIN_RTT_NS,
+	MRC_A_PATH_CWND,
+	MRC_A_PATH_IN_FLIGHT,
+	MRC_A_PATH_BYTES_SENT,
+	MRC_A_PATH_BYTES_ACKED,
+	MRC_A_PATH_BYTES_LOST,
+	MRC_A_PATH_BYTES_RETRANS,
+	MRC_A_PATH_PACKETS_SENT,
+	MRC_A_PATH_PACKETS_ACKED,
+	MRC_A_PATH_PACKETS_LOST,
+	MRC_A_PATH_PACKETS_RETRANS,
+	MRC_A_PATH_PROBES_SENT,
+	MRC_A_PATH_PROBES_MISSED,
+
+	__MRC_A_PATH_MAX,
+	MRC_A_PATH_MAX = (__MRC_A_PATH_MAX - 1)
+};
+
+enum {
+	MRC_A_CONN_GENERATION = 1,
+	MRC_A_CONN_SESSION_ID,
+	MRC_A_CONN_COOKIE,
+	MRC_A_CONN_STATE,
+	MRC_A_CONN_LOCAL_ADDR,
+	MRC_A_CONN_LOCAL_PORT,
+	MRC_A_CONN_REMOTE_ADDR,
+	MRC_A_CONN_REMOTE_PORT,
+	MRC_A_CONN_CC,
+	MRC_A_CONN_TIME_IN_STATE_NS,
+	MRC_A_CONN_TX_BYTES,
+	MRC_A_CONN_RX_BYTES,
+	MRC_A_CONN_ERROR,
+	MRC_A_CONN_PATH,
+
+	__MRC_A_CONN_MAX,
+	MRC_A_CONN_MAX = (__MRC_A_CONN_MAX - 1)
+};
+
+enum {
+	MRC_A_ENDPOINT_GENERATION = 1,
+	MRC_A_ENDPOINT_ADDR,
+	MRC_A_ENDPOINT_IFINDEX,
+	MRC_A_ENDPOINT_FLAGS,
+
+	__MRC_A_ENDPOINT_MAX,
+	MRC_A_ENDPOINT_MAX = (__MRC_A_ENDPOINT_MAX - 1)
+};
+
+enum {
+	MRC_A_PARAMS_HEARTBEAT_MS = 1,
+	MRC_A_PARAMS_MISS_THRESHOLD,
+	MRC_A_PARAMS_EV_PER_PLANE,
+	MRC_A_PARAMS_CC,
+	MRC_A_PARAMS_USER_TIMEOUT_MS,
+
+	__MRC_A_PARAMS_MAX,
+	MRC_A_PARAMS_MAX = (__MRC_A_PARAMS_MAX - 1)
+};
+
+enum {
+	MRC_A_EVENT_SESSION_ID = 1,
+	MRC_A_EVENT_COOKIE,
+	MRC_A_EVENT_PATH_ID,
+	MRC_A_EVENT_OLD_STATE,
+	MRC_A_EVENT_NEW_STATE,
+	MRC_A_EVENT_REASON,
+	MRC_A_EVENT_TIMESTAMP_NS,
+	MRC_A_EVENT_REMOTE_ADDR,
+	MRC_A_EVENT_REMOTE_PORT,
+	MRC_A_EVENT_LOCAL_PORT,
+	MRC_A_EVENT_ERROR,
+
+	__MRC_A_EVENT_MAX,
+	MRC_A_EVENT_MAX = (__MRC_A_EVENT_MAX - 1)
+};
+
+enum {
+	MRC_CMD_STATS_GET = 1,
+	MRC_CMD_CONN_GET,
+	MRC_CMD_ENDPOINT_ADD,
+	MRC_CMD_ENDPOINT_DEL,
+	MRC_CMD_ENDPOINT_GET,
+	MRC_CMD_PARAM_GET,
+	MRC_CMD_PARAM_SET,
+	MRC_CMD_PATH_STATE_CHANGE,
+	MRC_CMD_CONN_ESTABLISHED,
+	MRC_CMD_CONN_CLOSED,
+	MRC_CMD_ENDPOINT_ADDED,
+	MRC_CMD_ENDPOINT_REMOVED,
+
+	__MRC_CMD_MAX,
+	MRC_CMD_MAX = (__MRC_CMD_MAX - 1)
+};
+
+#define MRC_MCGRP_EVENTS	"events"
+
+#endif /* _UAPI_LINUX_MRC_NETLINK_H */
