@@ -8,6 +8,7 @@
 #   make check      every test: host, style, lints, build, VM selftests
 #   make demo       boot the test kernel in a VM and show MRC at work
 #   make tools      build the userspace tools under tools/
+#   make netlink-gen regenerate the netlink uapi header from netlink/mrc.yaml
 
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -15,12 +16,14 @@ TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 # The project's test kernel when it has been built, else the running kernel.
 KDIR ?= $(shell $(TOP)/scripts/kdir.sh debug)
 LLVM ?= -14
+KSRC ?= $(shell . $(TOP)/scripts/env.sh && kernel_src_dir)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 KMAKE = $(MAKE) -C $(KDIR) M=$(TOP) LLVM=$(LLVM)
 RUST_SRCS = $(filter-out %_generated.rs,$(wildcard $(TOP)/*.rs))
 
-.PHONY: all modules clippy setup check demo tools test-host fmt fmt-check clean help
+.PHONY: all modules clippy setup check demo tools test-host fmt fmt-check clean help \
+	netlink-gen netlink-check
 
 all: modules
 
@@ -48,6 +51,13 @@ fmt-check:
 	rustfmt --edition 2021 --check $(RUST_SRCS)
 	cd $(TOP)/tools && cargo fmt --all --check
 
+# The generic netlink uapi header is generated from netlink/mrc.yaml.
+netlink-gen:
+	$(TOP)/netlink/ynl-gen.sh $(KSRC)
+
+netlink-check:
+	$(TOP)/netlink/ynl-gen.sh --check $(KSRC)
+
 check:
 	$(TOP)/scripts/check.sh
 
@@ -59,4 +69,4 @@ clean:
 	rm -f $(TOP)/mrc_bindings_generated.rs
 
 help:
-	@sed -n '3,11p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,12p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'

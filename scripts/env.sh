@@ -23,3 +23,8 @@ kernel_build_dir() {
 	h=$({ cat "${frags[@]}"; rustc --version; echo "clang$LLVM_SUFFIX"; } | sha256sum | cut -c1-12)
 	echo "$MRC_CACHE/kernel/$(kernel_full_version)-$flavor-$h"
 }
+
+# Unpacked kernel source of the test kernel.
+kernel_src_dir() {
+	echo "$MRC_CACHE/src/linux-$(kernel_full_version)"
+}

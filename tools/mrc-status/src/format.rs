@@ -1,0 +1,894 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Human-readable output: aligned tables and one-line events.
+//!
+//! Everything here is a pure function of the decoded objects, so the tests
+//! build netlink replies, decode them and check the exact text.
+
+use crate::model::{Conn, ConnDump, Endpoint, EndpointDump, Event, Params, Path, Stats};
+use std::fmt::Write as _;
+use std::io;
+use std::net::IpAddr;
+
+/// Formats a byte count with binary units, like `wg show`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.2} {}", UNITS[unit])
+}
+
+/// Formats a duration in nanoseconds with the two most significant units.
+pub fn duration(ns: u64) -> String {
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
+    const S: u64 = 1_000_000_000;
+    match ns {
+        n if n < US => format!("{n}ns"),
+        n if n < MS => format!("{}us", n / US),
+        n if n < 10 * MS => format!("{:.2}ms", n as f64 / MS as f64),
+        n if n < S => format!("{:.1}ms", n as f64 / MS as f64),
+        n if n < 60 * S => format!("{:.1}s", n as f64 / S as f64),
+        n if n < 3600 * S => format!("{}m{:02}s", n / (60 * S), n / S % 60),
+        n if n < 86400 * S => format!("{}h{:02}m", n / (3600 * S), n / (60 * S) % 60),
+        n => format!("{}d{:02}h", n / (86400 * S), n / (3600 * S) % 24),
+    }
+}
+
+fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
+    v.map_or_else(|| "-".into(), f)
+}
+
+/// Formats an address and port: `10.0.0.1:4796`, `[fe80::1]:4796`.
+pub fn endpoint(addr: Option<IpAddr>, port: Option<u16>) -> String {
+    let a = match addr {
+        Some(IpAddr::V6(a)) if port.is_some() => format!("[{a}]"),
+        Some(a) => a.to_string(),
+        None => "*".into(),
+    };
+    match port {
+        Some(p) => format!("{a}:{p}"),
+        None => a,
+    }
+}
+
+fn dev(ifindex: Option<u32>, ifname: &Option<String>) -> String {
+    match (ifname, ifindex) {
+        (Some(n), _) => n.clone(),
+        (None, Some(i)) => format!("if{i}"),
+        (None, None) => "-".into(),
+    }
+}
+
+fn errno_text(e: u32) -> String {
+    let text = io::Error::from_raw_os_error(e as i32).to_string();
+    // "Connection timed out (os error 110)" -> "Connection timed out"
+    match text.find(" (os error") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
+/// A table whose columns are padded to the widest cell; the last column is
+/// not padded so that lines carry no trailing spaces.
+struct Table {
+    rows: Vec<Vec<String>>,
+    indent: &'static str,
+}
+
+impl Table {
+    fn new(indent: &'static str, headers: &[&str]) -> Self {
+        Table {
+            rows: vec![headers.iter().map(|h| h.to_string()).collect()],
+            indent,
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn render(&self, out: &mut String) {
+        let cols = self.rows[0].len();
+        let widths: Vec<usize> = (0..cols)
+            .map(|c| {
+                self.rows
+                    .iter()
+                    .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        for r in &self.rows {
+            let mut line = String::from(self.indent);
+            for (c, cell) in r.iter().enumerate() {
+                if c + 1 == r.len() {
+                    line.push_str(cell);
+                } else {
+                    let _ = write!(line, "{cell:<w$}  ", w = widths[c]);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+}
+
+const PATH_COLUMNS: [&str; 15] = [
+    "PATH", "STATE", "FOR", "LOCAL", "REMOTE", "DEV", "EV", "SRTT", "MIN_RTT", "CWND", "INFLIGHT",
+    "SENT", "ACKED", "LOST", "RETRANS",
+];
+
+fn path_cells(p: &Path) -> Vec<String> {
+    let state = if p.backup {
+        format!("{} (backup)", p.state)
+    } else {
+        p.state.clone()
+    };
+    vec![
+        p.id.to_string(),
+        state,
+        opt(p.time_in_state_ns, duration),
+        endpoint(p.local_addr, p.local_port),
+        endpoint(p.remote_addr, p.remote_port),
+        dev(p.ifindex, &p.ifname),
+        opt(p.ev, |v| v.to_string()),
+        opt(p.srtt_ns, duration),
+        opt(p.min_rtt_ns, duration),
+        opt(p.cwnd, |v| bytes(u64::from(v))),
+        opt(p.in_flight, bytes),
+        opt(p.bytes_sent, bytes),
+        opt(p.bytes_acked, bytes),
+        opt(p.bytes_lost, bytes),
+        opt(p.bytes_retrans, bytes),
+    ]
+}
+
+/// Counts paths per state: (total, active, suspect, failed).
+fn path_counts(conns: &[Conn]) -> (usize, usize, usize, usize) {
+    let all = conns.iter().flat_map(|c| &c.paths);
+    let count = |s: &str| all.clone().filter(|p| p.state == s).count();
+    (
+        all.clone().count(),
+        count("active"),
+        count("suspect"),
+        count("failed"),
+    )
+}
+
+/// `mrc-status show`: a summary, then every connection with its paths.
+pub fn show(dump: &ConnDump) -> String {
+    let mut out = String::new();
+    let (total, active, suspect, failed) = path_counts(&dump.connections);
+    let _ = writeln!(
+        out,
+        "mrc: {} connection{}, {total} path{}: {active} active, {suspect} suspect, {failed} failed",
+        dump.connections.len(),
+        if dump.connections.len() == 1 { "" } else { "s" },
+        if total == 1 { "" } else { "s" },
+    );
+    for c in &dump.connections {
+        out.push('\n');
+        let _ = writeln!(out, "connection {}", c.session_id);
+        let mut state = c.state.clone();
+        if let Some(t) = c.time_in_state_ns {
+            let _ = write!(state, " for {}", duration(t));
+        }
+        let _ = writeln!(out, "  state: {state}");
+        if let Some(e) = c.error {
+            let _ = writeln!(out, "  error: {} ({e})", errno_text(e));
+        }
+        let _ = writeln!(out, "  local: {}", endpoint(c.local_addr, c.local_port));
+        let _ = writeln!(out, "  remote: {}", endpoint(c.remote_addr, c.remote_port));
+        let mut paths = format!("{} of {} active", c.active_paths(), c.paths.len());
+        if let Some(s) = c.best_srtt_ns() {
+            let _ = write!(paths, ", best srtt {}", duration(s));
+        }
+        let _ = writeln!(out, "  paths: {paths}");
+        let _ = writeln!(
+            out,
+            "  transfer: {} sent, {} received",
+            opt(c.tx_bytes, bytes),
+            opt(c.rx_bytes, bytes)
+        );
+        if let Some(cc) = &c.cc {
+            let _ = writeln!(out, "  cc: {cc}");
+        }
+        if let Some(k) = c.cookie {
+            let _ = writeln!(out, "  cookie: {k}");
+        }
+        if !c.paths.is_empty() {
+            out.push('\n');
+            let mut t = Table::new("  ", &PATH_COLUMNS);
+            for p in &c.paths {
+                t.row(path_cells(p));
+            }
+            t.render(&mut out);
+        }
+    }
+    out
+}
+
+/// `mrc-status conns`: one line per connection.
+pub fn conns(dump: &ConnDump) -> String {
+    let mut t = Table::new(
+        "",
+        &[
+            "SESSION", "STATE", "FOR", "LOCAL", "REMOTE", "PATHS", "SRTT", "TX", "RX", "CC",
+        ],
+    );
+    for c in &dump.connections {
+        t.row(vec![
+            c.session_id.to_string(),
+            c.state.clone(),
+            opt(c.time_in_state_ns, duration),
+            endpoint(c.local_addr, c.local_port),
+            endpoint(c.remote_addr, c.remote_port),
+            format!("{}/{}", c.active_paths(), c.paths.len()),
+            opt(c.best_srtt_ns(), duration),
+            opt(c.tx_bytes, bytes),
+            opt(c.rx_bytes, bytes),
+            c.cc.clone().unwrap_or_else(|| "-".into()),
+        ]);
+    }
+    let mut out = String::new();
+    t.render(&mut out);
+    out
+}
+
+/// `mrc-status paths`: one line per path, with its connection.
+pub fn paths(dump: &ConnDump) -> String {
+    let mut headers = vec!["SESSION"];
+    headers.extend(PATH_COLUMNS);
+    let mut t = Table::new("", &headers);
+    for c in &dump.connections {
+        for p in &c.paths {
+            let mut cells = vec![c.session_id.to_string()];
+            cells.extend(path_cells(p));
+            t.row(cells);
+        }
+    }
+    let mut out = String::new();
+    t.render(&mut out);
+    out
+}
+
+/// `mrc-status stats`.
+pub fn stats(s: &Stats) -> String {
+    let n = |v: Option<u64>| opt(v, |v| v.to_string());
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "received: {} packets, {}",
+        n(s.rx_packets),
+        opt(s.rx_bytes, bytes)
+    );
+    let _ = writeln!(
+        out,
+        "sent: {} packets, {}",
+        n(s.tx_packets),
+        opt(s.tx_bytes, bytes)
+    );
+    let _ = writeln!(out, "retransmitted: {} packets", n(s.retrans_packets));
+    let _ = writeln!(
+        out,
+        "connections: {} now, {} opened, {} failed",
+        n(s.conns.map(u64::from)),
+        n(s.conns_opened),
+        n(s.conns_failed)
+    );
+    let _ = writeln!(out, "dropped: {} packets", s.drops_total());
+    let mut t = Table::new("  ", &["REASON", "PACKETS"]);
+    let mut any = false;
+    for (reason, count) in s.drops.iter().filter(|(_, c)| **c != 0) {
+        t.row(vec![reason.clone(), count.to_string()]);
+        any = true;
+    }
+    if any {
+        t.render(&mut out);
+    }
+    out
+}
+
+/// `mrc-status endpoint show`.
+pub fn endpoints(dump: &EndpointDump) -> String {
+    let mut t = Table::new("", &["ADDRESS", "DEV", "FLAGS"]);
+    for e in &dump.endpoints {
+        t.row(vec![
+            e.addr.to_string(),
+            dev(e.ifindex, &e.ifname),
+            endpoint_flags(e),
+        ]);
+    }
+    let mut out = String::new();
+    t.render(&mut out);
+    out
+}
+
+fn endpoint_flags(e: &Endpoint) -> String {
+    let mut f: Vec<String> = crate::spec::endpoint_flags::ENTRIES
+        .iter()
+        .filter(|(_, bit)| e.flags & bit != 0)
+        .map(|(name, _)| name.replace('-', "_"))
+        .collect();
+    let known = crate::spec::endpoint_flags::ENTRIES
+        .iter()
+        .fold(0, |m, (_, bit)| m | bit);
+    if e.flags & !known != 0 {
+        f.push(format!("{:#x}", e.flags & !known));
+    }
+    if f.is_empty() {
+        "-".into()
+    } else {
+        f.join(",")
+    }
+}
+
+/// `mrc-status param show`.
+pub fn params(p: &Params) -> String {
+    let n = |v: Option<u32>| opt(v, |v| v.to_string());
+    let mut t = Table::new("", &["PARAMETER", "VALUE"]);
+    t.row(vec!["heartbeat_ms".into(), n(p.heartbeat_ms)]);
+    t.row(vec!["miss_threshold".into(), n(p.miss_threshold)]);
+    t.row(vec!["ev_per_plane".into(), n(p.ev_per_plane)]);
+    t.row(vec![
+        "cc".into(),
+        p.cc.clone().unwrap_or_else(|| "-".into()),
+    ]);
+    t.row(vec!["user_timeout_ms".into(), n(p.user_timeout_ms)]);
+    let mut out = String::new();
+    t.render(&mut out);
+    out
+}
+
+/// `mrc-status monitor`: one line per event, prefixed with its CLOCK_MONOTONIC
+/// time in seconds like the kernel log.
+pub fn event(e: &Event) -> String {
+    let sid = |s: &Option<crate::model::SessionId>| opt(*s, |s| s.to_string());
+    let (ts, text) = match e {
+        Event::PathStateChange {
+            timestamp_ns,
+            session_id,
+            path_id,
+            old_state,
+            new_state,
+            reason,
+        } => (
+            *timestamp_ns,
+            format!(
+                "path {} of {}: {old_state} -> {new_state} ({reason})",
+                opt(*path_id, |v| v.to_string()),
+                sid(session_id)
+            ),
+        ),
+        Event::ConnEstablished {
+            timestamp_ns,
+            session_id,
+            local_port,
+            remote_addr,
+            remote_port,
+            ..
+        } => (
+            *timestamp_ns,
+            format!(
+                "connection {} established: port {} <-> {}",
+                sid(session_id),
+                opt(*local_port, |v| v.to_string()),
+                endpoint(*remote_addr, *remote_port)
+            ),
+        ),
+        Event::ConnClosed {
+            timestamp_ns,
+            session_id,
+            error,
+            ..
+        } => (
+            *timestamp_ns,
+            if *error == 0 {
+                format!("connection {} closed", sid(session_id))
+            } else {
+                format!(
+                    "connection {} failed: {} ({error})",
+                    sid(session_id),
+                    errno_text(*error)
+                )
+            },
+        ),
+        Event::EndpointAdded {
+            timestamp_ns,
+            endpoint: ep,
+        } => (
+            *timestamp_ns,
+            format!("endpoint added: {}", endpoint_line(ep)),
+        ),
+        Event::EndpointRemoved {
+            timestamp_ns,
+            endpoint: ep,
+        } => (
+            *timestamp_ns,
+            format!("endpoint removed: {}", endpoint_line(ep)),
+        ),
+        Event::Unknown { timestamp_ns, cmd } => {
+            (*timestamp_ns, format!("unknown notification {cmd}"))
+        }
+    };
+    format!(
+        "[{:>5}.{:06}] {text}",
+        ts / 1_000_000_000,
+        ts % 1_000_000_000 / 1_000
+    )
+}
+
+fn endpoint_line(e: &Endpoint) -> String {
+    let mut s = format!("{} dev {}", e.addr, dev(e.ifindex, &e.ifname));
+    if e.backup {
+        s.push_str(" backup");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attr::{AttrWriter, Attrs};
+    use crate::spec::{self, conn, conn_state, drops, path, path_state, stats};
+
+    /// Encodes a value with the width the spec gives the attribute, so that
+    /// a disagreement between spec types and the decoder fails these tests.
+    fn put(w: AttrWriter, set: crate::attr::AttrTable, kind: u16, v: u64) -> AttrWriter {
+        let ty = set
+            .iter()
+            .find(|(_, k, _)| *k == kind)
+            .map(|(_, _, t)| *t)
+            .expect("attribute in set");
+        match ty {
+            "u8" => w.u8(kind, v as u8),
+            "u16" => w.u16(kind, v as u16),
+            "u32" => w.u32(kind, v as u32),
+            // The kernel sends 4 bytes while the value fits.
+            "uint" if v <= u64::from(u32::MAX) => w.u32(kind, v as u32),
+            "uint" => w.uint(kind, v),
+            "flag" if v != 0 => w.flag(kind),
+            "flag" => w,
+            t => panic!("not a number: {t}"),
+        }
+    }
+
+    fn path_attrs(id: u32, state: u32, plane: u8, srtt: Option<u64>) -> AttrWriter {
+        let s = path::ATTRS;
+        let mut w = AttrWriter::new();
+        for (k, v) in [
+            (path::ID, u64::from(id)),
+            (path::PLANE, u64::from(plane)),
+            (path::EV, 49152 + u64::from(id)),
+            (path::LOCAL_PORT, 4796),
+            (path::REMOTE_PORT, 4796),
+            (path::IFINDEX, 2 + u64::from(plane)),
+            (path::STATE, u64::from(state)),
+            (path::TIME_IN_STATE_NS, 12_300_000_000),
+            (path::MIN_RTT_NS, 60_000),
+            (path::CWND, 65536),
+            (path::IN_FLIGHT, 12288),
+            (path::BYTES_SENT, 1_288_490_189),
+            (path::BYTES_ACKED, 1_288_477_901),
+            (path::BYTES_LOST, 0),
+            (path::BYTES_RETRANS, 0),
+            (path::PACKETS_SENT, 900_000),
+        ] {
+            w = put(w, s, k, v);
+        }
+        if let Some(v) = srtt {
+            w = put(w, s, path::SRTT_NS, v);
+        }
+        w.addr(path::LOCAL_ADDR, format!("10.0.{plane}.1").parse().unwrap())
+            .addr(
+                path::REMOTE_ADDR,
+                format!("10.0.{plane}.2").parse().unwrap(),
+            )
+    }
+
+    fn conn_msg(generation: u32, sid: u64, paths: Vec<AttrWriter>, head: bool) -> Vec<u8> {
+        let s = conn::ATTRS;
+        let mut w = put(
+            AttrWriter::new(),
+            s,
+            conn::GENERATION,
+            u64::from(generation),
+        );
+        w = put(w, s, conn::SESSION_ID, sid);
+        if head {
+            for (k, v) in [
+                (conn::COOKIE, 4242),
+                (conn::STATE, u64::from(conn_state::ESTABLISHED)),
+                (conn::LOCAL_PORT, 5000),
+                (conn::REMOTE_PORT, 5001),
+                (conn::TIME_IN_STATE_NS, 12_345_000_000),
+                (conn::TX_BYTES, 1_610_612_736),
+                (conn::RX_BYTES, 2_097_152),
+            ] {
+                w = put(w, s, k, v);
+            }
+            w = w
+                .addr(conn::LOCAL_ADDR, "10.0.0.1".parse().unwrap())
+                .addr(conn::REMOTE_ADDR, "10.0.0.2".parse().unwrap())
+                .string(conn::CC, "delay");
+        }
+        for p in paths {
+            w = w.nest(conn::PATH, p);
+        }
+        w.finish()
+    }
+
+    /// A dump of one connection whose paths span two messages.
+    fn sample_dump() -> ConnDump {
+        let m1 = conn_msg(
+            7,
+            0x0123_4567_89ab_cdef,
+            vec![
+                path_attrs(0, path_state::ACTIVE, 0, Some(85_000)),
+                path_attrs(1, path_state::SUSPECT, 1, Some(1_500_000)),
+            ],
+            true,
+        );
+        let m2 = conn_msg(
+            7,
+            0x0123_4567_89ab_cdef,
+            vec![path_attrs(2, path_state::FAILED, 2, None)],
+            false,
+        );
+        let msgs = [m1, m2];
+        ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn dump_joins_continued_connections() {
+        let d = sample_dump();
+        assert_eq!(d.generation, Some(7));
+        assert_eq!(d.connections.len(), 1);
+        let c = &d.connections[0];
+        assert_eq!(c.paths.len(), 3);
+        assert_eq!(c.state, "established");
+        assert_eq!(c.active_paths(), 1);
+        assert_eq!(c.best_srtt_ns(), Some(85_000));
+        assert_eq!(c.paths[2].srtt_ns, None);
+        assert_eq!(c.paths[2].state, "failed");
+    }
+
+    #[test]
+    fn torn_dump_is_detected() {
+        let m1 = conn_msg(7, 1, vec![], true);
+        let m2 = conn_msg(8, 2, vec![], true);
+        let msgs = [m1, m2];
+        let r = ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap()));
+        assert_eq!(r, Err(crate::model::DumpError::Torn { first: 7, now: 8 }));
+    }
+
+    #[test]
+    fn large_uint_values_decode() {
+        let m = conn_msg(1, u64::MAX, vec![], false);
+        let a = Attrs::parse(&m, conn::ATTRS).unwrap();
+        let c = Conn::parse(&a).unwrap();
+        assert_eq!(c.session_id.to_string(), "ffffffffffffffff");
+    }
+
+    #[test]
+    fn show_table() {
+        let expected = "\
+mrc: 1 connection, 3 paths: 1 active, 1 suspect, 1 failed
+
+connection 0123456789abcdef
+  state: established for 12.3s
+  local: 10.0.0.1:5000
+  remote: 10.0.0.2:5001
+  paths: 1 of 3 active, best srtt 85us
+  transfer: 1.50 GiB sent, 2.00 MiB received
+  cc: delay
+  cookie: 4242
+
+  PATH  STATE    FOR    LOCAL          REMOTE         DEV  EV     SRTT    MIN_RTT  CWND       INFLIGHT   SENT      ACKED     LOST  RETRANS
+  0     active   12.3s  10.0.0.1:4796  10.0.0.2:4796  if2  49152  85us    60us     64.00 KiB  12.00 KiB  1.20 GiB  1.20 GiB  0 B   0 B
+  1     suspect  12.3s  10.0.1.1:4796  10.0.1.2:4796  if3  49153  1.50ms  60us     64.00 KiB  12.00 KiB  1.20 GiB  1.20 GiB  0 B   0 B
+  2     failed   12.3s  10.0.2.1:4796  10.0.2.2:4796  if4  49154  -       60us     64.00 KiB  12.00 KiB  1.20 GiB  1.20 GiB  0 B   0 B
+";
+        assert_eq!(show(&sample_dump()), expected);
+    }
+
+    #[test]
+    fn conns_and_paths_tables() {
+        let d = sample_dump();
+        assert_eq!(
+            conns(&d),
+            "\
+SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT  TX        RX        CC
+0123456789abcdef  established  12.3s  10.0.0.1:5000  10.0.0.2:5001  1/3    85us  1.50 GiB  2.00 MiB  delay
+"
+        );
+        let p = paths(&d);
+        assert_eq!(p.lines().count(), 4);
+        assert!(p.starts_with("SESSION           PATH  STATE"), "{p}");
+        assert!(p.lines().all(|l| l == l.trim_end()));
+    }
+
+    #[test]
+    fn json_field_names_are_stable() {
+        let v = serde_json::to_value(sample_dump()).unwrap();
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            v.as_object().unwrap().keys().cloned().collect()
+        };
+        assert_eq!(keys(&v), ["connections", "generation"]);
+        let c = &v["connections"][0];
+        assert_eq!(
+            keys(c),
+            [
+                "cc",
+                "cookie",
+                "error",
+                "local_addr",
+                "local_port",
+                "paths",
+                "remote_addr",
+                "remote_port",
+                "rx_bytes",
+                "session_id",
+                "state",
+                "time_in_state_ns",
+                "tx_bytes"
+            ]
+        );
+        assert_eq!(c["session_id"], "0123456789abcdef");
+        assert_eq!(c["remote_addr"], "10.0.0.2");
+        assert_eq!(c["error"], serde_json::Value::Null);
+        let p = &c["paths"][0];
+        assert_eq!(
+            keys(p),
+            [
+                "backup",
+                "bytes_acked",
+                "bytes_lost",
+                "bytes_retrans",
+                "bytes_sent",
+                "cwnd",
+                "ev",
+                "id",
+                "ifindex",
+                "ifname",
+                "in_flight",
+                "local_addr",
+                "local_port",
+                "min_rtt_ns",
+                "packets_acked",
+                "packets_lost",
+                "packets_retrans",
+                "packets_sent",
+                "plane",
+                "probes_missed",
+                "probes_sent",
+                "remote_addr",
+                "remote_port",
+                "rttvar_ns",
+                "srtt_ns",
+                "state",
+                "time_in_state_ns"
+            ]
+        );
+        assert_eq!(p["state"], "active");
+        assert_eq!(p["srtt_ns"], 85_000);
+        assert_eq!(c["paths"][2]["srtt_ns"], serde_json::Value::Null);
+    }
+
+    fn sample_stats() -> Stats {
+        let s = stats::ATTRS;
+        let mut w = AttrWriter::new();
+        for (k, v) in [
+            (stats::RX_PACKETS, 1000),
+            (stats::RX_BYTES, 1_048_576),
+            (stats::TX_PACKETS, 2000),
+            (stats::TX_BYTES, 5_000_000_000),
+            (stats::RETRANS_PACKETS, 3),
+            (stats::CONNS, 2),
+            (stats::CONNS_OPENED, 10),
+            (stats::CONNS_FAILED, 1),
+        ] {
+            w = put(w, s, k, v);
+        }
+        let mut d = AttrWriter::new();
+        for (name, k, _) in drops::ATTRS {
+            let v = match *name {
+                "bad-checksum" => 10,
+                "no-session" => 5,
+                _ => 0,
+            };
+            d = put(d, drops::ATTRS, *k, v);
+        }
+        // A reason this build does not know yet.
+        d = d.u32(99, 1);
+        let buf = w.nest(stats::DROPS, d).finish();
+        Stats::parse(&Attrs::parse(&buf, stats::ATTRS).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn stats_text_and_json() {
+        let s = sample_stats();
+        assert_eq!(
+            stats(&s),
+            "\
+received: 1000 packets, 1.00 MiB
+sent: 2000 packets, 4.66 GiB
+retransmitted: 3 packets
+connections: 2 now, 10 opened, 1 failed
+dropped: 16 packets
+  REASON        PACKETS
+  bad_checksum  10
+  no_session    5
+  unknown_99    1
+"
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(
+            keys,
+            [
+                "conns",
+                "conns_failed",
+                "conns_opened",
+                "drops",
+                "retrans_packets",
+                "rx_bytes",
+                "rx_packets",
+                "tx_bytes",
+                "tx_packets"
+            ]
+        );
+        let reasons: Vec<&String> = v["drops"].as_object().unwrap().keys().collect();
+        let mut expected: Vec<String> = drops::ATTRS
+            .iter()
+            .map(|(n, _, _)| n.replace('-', "_"))
+            .chain(["unknown_99".to_string()])
+            .collect();
+        expected.sort();
+        assert_eq!(reasons, expected.iter().collect::<Vec<_>>());
+        assert_eq!(v["tx_bytes"], 5_000_000_000u64);
+    }
+
+    #[test]
+    fn endpoints_and_params() {
+        use crate::spec::{endpoint, endpoint_flags, params};
+        let msgs = [
+            AttrWriter::new()
+                .u32(endpoint::GENERATION, 3)
+                .addr(endpoint::ADDR, "10.0.1.1".parse().unwrap())
+                .u32(endpoint::IFINDEX, 3)
+                .u32(endpoint::FLAGS, 0)
+                .finish(),
+            AttrWriter::new()
+                .u32(endpoint::GENERATION, 3)
+                .addr(endpoint::ADDR, "fd00::1".parse().unwrap())
+                .u32(endpoint::IFINDEX, 4)
+                .u32(endpoint::FLAGS, endpoint_flags::BACKUP)
+                .finish(),
+        ];
+        let mut d = EndpointDump::assemble(
+            msgs.iter()
+                .map(|m| Attrs::parse(m, endpoint::ATTRS).unwrap()),
+        )
+        .unwrap();
+        d.endpoints[0].ifname = Some("eth1".into());
+        assert_eq!(
+            endpoints(&d),
+            "ADDRESS   DEV   FLAGS\n10.0.1.1  eth1  -\nfd00::1   if4   backup\n"
+        );
+        let v = serde_json::to_value(&d).unwrap();
+        assert_eq!(
+            v["endpoints"][1],
+            serde_json::json!({"addr": "fd00::1", "ifindex": 4, "ifname": null,
+                               "backup": true, "flags": 1})
+        );
+
+        let buf = AttrWriter::new()
+            .u32(params::HEARTBEAT_MS, 1)
+            .u32(params::MISS_THRESHOLD, 3)
+            .u32(params::EV_PER_PLANE, 4)
+            .string(params::CC, "delay")
+            .u32(params::USER_TIMEOUT_MS, 0)
+            .finish();
+        let p = Params::parse(&Attrs::parse(&buf, params::ATTRS).unwrap()).unwrap();
+        assert_eq!(
+            params(&p),
+            "PARAMETER        VALUE\nheartbeat_ms     1\nmiss_threshold   3\nev_per_plane     4\n\
+             cc               delay\nuser_timeout_ms  0\n"
+        );
+        assert_eq!(
+            serde_json::to_value(&p).unwrap(),
+            serde_json::json!({"heartbeat_ms": 1, "miss_threshold": 3, "ev_per_plane": 4,
+                               "cc": "delay", "user_timeout_ms": 0})
+        );
+    }
+
+    #[test]
+    fn events_as_lines_and_json() {
+        use crate::spec::{cmd, endpoint, event as ev, path_state_reason};
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 0xabc)
+            .u32(ev::PATH_ID, 3)
+            .u32(ev::OLD_STATE, path_state::ACTIVE)
+            .u32(ev::NEW_STATE, path_state::SUSPECT)
+            .u32(ev::REASON, path_state_reason::PROBE_TIMEOUT)
+            .uint(ev::TIMESTAMP_NS, 1_234_567_890_123)
+            .finish();
+        let e = Event::parse(cmd::PATH_STATE_CHANGE, &buf, 0).unwrap();
+        assert_eq!(
+            event(&e),
+            "[ 1234.567890] path 3 of 0000000000000abc: active -> suspect (probe_timeout)"
+        );
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"event": "path_state_change", "timestamp_ns": 1_234_567_890_123u64,
+                               "session_id": "0000000000000abc", "path_id": 3,
+                               "old_state": "active", "new_state": "suspect",
+                               "reason": "probe_timeout"})
+        );
+
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 1)
+            .uint(ev::COOKIE, 9)
+            .u32(ev::ERROR, 110)
+            .finish();
+        let e = Event::parse(cmd::CONN_CLOSED, &buf, 5_000_000_000).unwrap();
+        assert_eq!(
+            event(&e),
+            "[    5.000000] connection 0000000000000001 failed: Connection timed out (110)"
+        );
+
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 1)
+            .u16(ev::LOCAL_PORT, 5000)
+            .addr(ev::REMOTE_ADDR, "fd00::2".parse().unwrap())
+            .u16(ev::REMOTE_PORT, 5001)
+            .uint(ev::TIMESTAMP_NS, 1)
+            .finish();
+        let e = Event::parse(cmd::CONN_ESTABLISHED, &buf, 0).unwrap();
+        assert_eq!(
+            event(&e),
+            "[    0.000000] connection 0000000000000001 established: port 5000 <-> [fd00::2]:5001"
+        );
+
+        let buf = AttrWriter::new()
+            .addr(endpoint::ADDR, "10.0.1.1".parse().unwrap())
+            .u32(endpoint::IFINDEX, 3)
+            .u32(endpoint::FLAGS, 1)
+            .finish();
+        let e = Event::parse(cmd::ENDPOINT_ADDED, &buf, 2_000_000).unwrap();
+        assert_eq!(
+            event(&e),
+            "[    0.002000] endpoint added: 10.0.1.1 dev if3 backup"
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["event"], "endpoint_added");
+        assert_eq!(v["addr"], "10.0.1.1");
+
+        let e = Event::parse(200, &[], 0).unwrap();
+        assert_eq!(serde_json::to_value(&e).unwrap()["event"], "unknown");
+        let _ = spec::FAMILY_NAME;
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(duration(999), "999ns");
+        assert_eq!(duration(85_000), "85us");
+        assert_eq!(duration(1_500_000), "1.50ms");
+        assert_eq!(duration(250_000_000), "250.0ms");
+        assert_eq!(duration(192_000_000_000), "3m12s");
+        assert_eq!(duration(7_500_000_000_000), "2h05m");
+        assert_eq!(endpoint(None, Some(1)), "*:1");
+        assert_eq!(endpoint(Some("::1".parse().unwrap()), None), "::1");
+    }
+}
