@@ -8,6 +8,7 @@
 #include <linux/net.h>
 #include <linux/seq_file_net.h>
 #include <linux/skbuff.h>
+#include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/route.h>
 #include <net/netns/generic.h>
@@ -44,3 +45,11 @@ unsigned char *mrc_skb_network_header(const struct sk_buff *skb) { return skb_ne
 void mrc_skb_reserve(struct sk_buff *skb, int len) { skb_reserve(skb, len); }
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len) { return skb_put_data(skb, data, len); }
 int mrc_ip4_dst_hoplimit(const struct dst_entry *dst) { return ip4_dst_hoplimit(dst); }
+struct sk_buff *mrc_genlmsg_new(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL); }
+void mrc_nlmsg_free(struct sk_buff *skb) { nlmsg_free(skb); }
+void mrc_genlmsg_end(struct sk_buff *skb, void *hdr) { genlmsg_end(skb, hdr); }
+int mrc_genlmsg_reply(struct sk_buff *skb, struct genl_info *info) { return genlmsg_reply(skb, info); }
+int mrc_nla_put_uint(struct sk_buff *skb, int attrtype, u64 value) { return nla_put_uint(skb, attrtype, value); }
+struct nlattr *mrc_nla_nest_start(struct sk_buff *skb, int attrtype) { return nla_nest_start(skb, attrtype); }
+void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start) { nla_nest_end(skb, start); }
+struct net *mrc_genl_info_net(const struct genl_info *info) { return genl_info_net(info); }

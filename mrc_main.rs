@@ -7,7 +7,8 @@
 //! 1. the protocol (`struct proto`, the slab of MRC sockets);
 //! 2. the pernet subsystem: per namespace a UDP tunnel socket, counters and
 //!    `/proc/net/mrc`;
-//! 3. the socket family `AF_MRC`: only now can applications create sockets.
+//! 3. the generic netlink family `mrc`, whose handlers read pernet state;
+//! 4. the socket family `AF_MRC`: only now can applications create sockets.
 
 use kernel::{c_str, prelude::*};
 
@@ -22,7 +23,7 @@ mod mrc_net;
 mod mrc_sock;
 mod mrc_sys;
 
-use mrc_sys::{FamilyRegistration, PernetRegistration, ProtoRegistration};
+use mrc_sys::{FamilyRegistration, GenlRegistration, PernetRegistration, ProtoRegistration};
 
 module! {
     type: MrcModule,
@@ -35,6 +36,7 @@ module! {
 struct MrcModule {
     // Dropped in declaration order: the reverse of registration.
     _family: FamilyRegistration,
+    _genl: GenlRegistration,
     _pernet: PernetRegistration<mrc_net::MrcNet>,
     _proto: ProtoRegistration,
 }
@@ -52,6 +54,7 @@ impl kernel::Module for MrcModule {
         }
         let proto = ProtoRegistration::register::<mrc_sock::MrcSock>(module, c_str!("MRC"))?;
         let pernet = PernetRegistration::register()?;
+        let genl = GenlRegistration::register(module)?;
         let fam =
             FamilyRegistration::register::<mrc_sock::MrcSock>(module, family).inspect_err(|e| {
                 pr_err!("cannot register socket family {}: {:?}\n", family, e);
@@ -59,6 +62,7 @@ impl kernel::Module for MrcModule {
         pr_info!("family {}, UDP port {}\n", family, mrc_sys::param_port());
         Ok(Self {
             _family: fam,
+            _genl: genl,
             _pernet: pernet,
             _proto: proto,
         })

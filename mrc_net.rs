@@ -19,8 +19,8 @@ use kernel::{c_str, prelude::*};
 use crate::mrc_conn;
 use crate::mrc_proto::{DecodeError, Header, HEADER_LEN};
 use crate::mrc_sys::{
-    self, EncapHandler, IpAddr, IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff,
-    UdpTunnel,
+    self, nl, EncapHandler, GenlInfo, IpAddr, IpFamily, Net, PernetState, ProcEntry, ProcShow,
+    SeqFile, SkBuff, UdpTunnel,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -44,6 +44,8 @@ struct Stats {
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
+    tx_packets: AtomicU64,
+    tx_bytes: AtomicU64,
     tx_rst: AtomicU64,
     tx_errors: AtomicU64,
 }
@@ -56,6 +58,8 @@ impl Stats {
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
+            tx_packets: AtomicU64::new(0),
+            tx_bytes: AtomicU64::new(0),
             tx_rst: AtomicU64::new(0),
             tx_errors: AtomicU64::new(0),
         }
@@ -198,12 +202,13 @@ impl MrcNet {
             }
             _ => return,
         };
-        let counter = if sent.is_ok() {
-            &self.stats.tx_rst
+        if sent.is_ok() {
+            self.stats.tx_rst.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_bytes.fetch_add(len as u64, Ordering::Relaxed);
         } else {
-            &self.stats.tx_errors
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -213,6 +218,8 @@ impl ProcShow for MrcNet {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         writeln!(out, "rx_packets {}", get(&s.rx_packets))?;
         writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
+        writeln!(out, "tx_packets {}", get(&s.tx_packets))?;
+        writeln!(out, "tx_bytes {}", get(&s.tx_bytes))?;
         for (e, c) in DecodeError::ALL.iter().zip(s.drop_decode.iter()) {
             writeln!(out, "drop_{} {}", e.name(), get(c))?;
         }
@@ -221,4 +228,38 @@ impl ProcShow for MrcNet {
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_errors {}", get(&s.tx_errors))
     }
+}
+
+/// Netlink attribute of each decoder drop reason, in `DecodeError::ALL` order.
+const DROP_ATTRS: [u32; DecodeError::COUNT] = [
+    nl::MRC_A_DROPS_SHORT,
+    nl::MRC_A_DROPS_BAD_MAGIC,
+    nl::MRC_A_DROPS_BAD_VERSION,
+    nl::MRC_A_DROPS_LENGTH_MISMATCH,
+    nl::MRC_A_DROPS_BAD_CHECKSUM,
+    nl::MRC_A_DROPS_UNKNOWN_TYPE,
+    nl::MRC_A_DROPS_BAD_FLAGS,
+    nl::MRC_A_DROPS_BAD_SACK,
+    nl::MRC_A_DROPS_BAD_HANDSHAKE,
+    nl::MRC_A_DROPS_BAD_BODY,
+];
+
+/// `stats-get`: the counters of the requester's namespace.
+pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
+    let s = &info.mrc_net().stats;
+    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    info.reply(nl::MRC_CMD_STATS_GET, |m| {
+        m.put_uint(nl::MRC_A_STATS_RX_PACKETS, get(&s.rx_packets))?;
+        m.put_uint(nl::MRC_A_STATS_RX_BYTES, get(&s.rx_bytes))?;
+        m.put_uint(nl::MRC_A_STATS_TX_PACKETS, get(&s.tx_packets))?;
+        m.put_uint(nl::MRC_A_STATS_TX_BYTES, get(&s.tx_bytes))?;
+        m.put_uint(nl::MRC_A_STATS_CONNS, 0)?;
+        m.nest(nl::MRC_A_STATS_DROPS, |m| {
+            for (attr, c) in DROP_ATTRS.iter().zip(s.drop_decode.iter()) {
+                m.put_uint(*attr, get(c))?;
+            }
+            m.put_uint(nl::MRC_A_DROPS_NO_SESSION, get(&s.drop_no_session))?;
+            m.put_uint(nl::MRC_A_DROPS_NO_MEMORY, get(&s.drop_no_memory))
+        })
+    })
 }

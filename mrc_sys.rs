@@ -15,6 +15,7 @@ use core::{
     ptr::{self, NonNull},
 };
 use kernel::{
+    c_str,
     error::{from_err_ptr, from_result, to_result, Error},
     ffi::{c_int, c_uint},
     prelude::*,
@@ -61,6 +62,10 @@ pub(crate) mod err {
     /// The protocol is not supported by this family.
     pub(crate) fn protocol_not_supported() -> Error {
         errno(bindings::EPROTONOSUPPORT)
+    }
+    /// The operation is not supported.
+    pub(crate) fn not_supported() -> Error {
+        errno(bindings::EOPNOTSUPP)
     }
     /// The message does not fit in one datagram.
     pub(crate) fn message_too_long() -> Error {
@@ -832,5 +837,224 @@ impl Drop for FamilyRegistration {
         // SAFETY: registered in `register`; `sock_unregister` waits for
         // concurrent `create` calls to finish.
         unsafe { bindings::sock_unregister((*FAMILY_OPS.as_ptr()).family) };
+    }
+}
+
+// --- Generic netlink --------------------------------------------------------------
+
+/// Numbers of the generic netlink family, generated from `netlink/mrc.yaml`.
+pub(crate) mod nl {
+    pub(crate) use super::bindings::{
+        MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
+        MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
+        MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY,
+        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_STATS_CONNS,
+        MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS, MRC_A_STATS_TX_BYTES,
+        MRC_A_STATS_TX_PACKETS, MRC_CMD_STATS_GET,
+    };
+}
+
+static GENL_FAMILY: StaticCell<bindings::genl_family> = StaticCell::zeroed();
+static GENL_MCGRPS: StaticCell<[bindings::genl_multicast_group; 1]> = StaticCell::zeroed();
+
+/// A generic netlink request being handled (`struct genl_info`).
+///
+/// # Invariants
+///
+/// `0` is the `genl_info` of a request whose handler is running.
+pub(crate) struct GenlInfo(NonNull<bindings::genl_info>);
+
+impl GenlInfo {
+    /// The MRC state of the requester's network namespace.
+    pub(crate) fn mrc_net(&self) -> &crate::mrc_net::MrcNet {
+        // SAFETY: the family is registered only while the pernet subsystem
+        // is, and the requester's namespace is alive during the request.
+        unsafe { pernet_state(bindings::mrc_genl_info_net(self.0.as_ptr())) }
+    }
+
+    /// Sets the extended-ack message returned with an error.
+    pub(crate) fn set_err_msg(&self, msg: &'static CStr) {
+        // SAFETY: `extack` of a running request is valid or null.
+        unsafe {
+            let extack = (*self.0.as_ptr()).extack;
+            if !extack.is_null() {
+                (*extack)._msg = msg.as_char_ptr().cast();
+            }
+        }
+    }
+
+    /// Sends a reply with command `cmd` whose attributes `fill` writes.
+    pub(crate) fn reply(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) -> Result {
+        // SAFETY: allocating in a process-context handler.
+        let skb = NonNull::new(unsafe { bindings::mrc_genlmsg_new() }).ok_or(ENOMEM)?;
+        let mut msg = GenlMsg(skb);
+        let info = self.0.as_ptr();
+        // SAFETY: `skb` is a fresh message; `info` and the family are valid.
+        let hdr = unsafe {
+            bindings::genlmsg_put(
+                skb.as_ptr(),
+                (*info).snd_portid,
+                (*info).snd_seq,
+                GENL_FAMILY.as_ptr(),
+                0,
+                cmd as u8,
+            )
+        };
+        let filled = if hdr.is_null() {
+            Err(err::message_too_long())
+        } else {
+            fill(&mut msg)
+        };
+        if let Err(e) = filled {
+            // SAFETY: the message was never handed out.
+            unsafe { bindings::mrc_nlmsg_free(skb.as_ptr()) };
+            return Err(e);
+        }
+        // SAFETY: `hdr` opened the message; `genlmsg_reply` consumes it.
+        to_result(unsafe {
+            bindings::mrc_genlmsg_end(skb.as_ptr(), hdr);
+            bindings::mrc_genlmsg_reply(skb.as_ptr(), info)
+        })
+    }
+}
+
+/// A generic netlink message being filled; see [`GenlInfo::reply`].
+///
+/// # Invariants
+///
+/// `0` is a message skb owned by the running reply.
+pub(crate) struct GenlMsg(NonNull<bindings::sk_buff>);
+
+impl GenlMsg {
+    /// Adds a `uint` attribute (4 or 8 bytes, as the value needs).
+    pub(crate) fn put_uint(&mut self, attr: u32, value: u64) -> Result {
+        // SAFETY: the message is valid (type invariant).
+        to_result(unsafe { bindings::mrc_nla_put_uint(self.0.as_ptr(), attr as c_int, value) })
+    }
+
+    /// Adds a nested attribute whose members `fill` writes.
+    pub(crate) fn nest(&mut self, attr: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) -> Result {
+        // SAFETY: the message is valid (type invariant).
+        let start = unsafe { bindings::mrc_nla_nest_start(self.0.as_ptr(), attr as c_int) };
+        if start.is_null() {
+            return Err(err::message_too_long());
+        }
+        fill(self)?;
+        // SAFETY: `start` was opened on this message above.
+        unsafe { bindings::mrc_nla_nest_end(self.0.as_ptr(), start) };
+        Ok(())
+    }
+}
+
+/// Runs a `doit` handler, converting its result for C.
+///
+/// # Safety
+///
+/// `info` must be the `genl_info` of the running request.
+unsafe fn genl_do(info: *mut bindings::genl_info, handler: fn(&GenlInfo) -> Result) -> c_int {
+    // SAFETY: the caller passes the request's valid `info`.
+    let info = GenlInfo(unsafe { NonNull::new_unchecked(info) });
+    match handler(&info) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// Handler of commands that this version does not provide yet.
+fn genl_not_implemented(info: &GenlInfo) -> Result {
+    info.set_err_msg(c_str!("command not implemented in this version of mrc"));
+    Err(err::not_supported())
+}
+
+macro_rules! genl_doit {
+    ($name:ident, $handler:path) => {
+        /// `doit` of the generated ops table (`netlink/mrc_nl_gen.c`).
+        ///
+        /// # Safety
+        ///
+        /// Called only by the generic netlink core for our family.
+        #[no_mangle]
+        unsafe extern "C" fn $name(
+            _skb: *mut bindings::sk_buff,
+            info: *mut bindings::genl_info,
+        ) -> c_int {
+            // SAFETY: the genetlink core passes the request's `info`.
+            unsafe { genl_do(info, $handler) }
+        }
+    };
+}
+
+macro_rules! genl_dumpit_not_implemented {
+    ($name:ident) => {
+        /// `dumpit` of the generated ops table (`netlink/mrc_nl_gen.c`).
+        ///
+        /// # Safety
+        ///
+        /// Called only by the generic netlink core for our family.
+        #[no_mangle]
+        unsafe extern "C" fn $name(
+            _skb: *mut bindings::sk_buff,
+            cb: *mut bindings::netlink_callback,
+        ) -> c_int {
+            // SAFETY: `cb` of a running dump is valid; its extack is valid or null.
+            unsafe {
+                let extack = (*cb).extack;
+                if !extack.is_null() {
+                    (*extack)._msg = c_str!("dump not implemented in this version of mrc")
+                        .as_char_ptr()
+                        .cast();
+                }
+            }
+            err::not_supported().to_errno()
+        }
+    };
+}
+
+genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
+genl_doit!(mrc_nl_conn_get_doit, genl_not_implemented);
+genl_doit!(mrc_nl_endpoint_add_doit, genl_not_implemented);
+genl_doit!(mrc_nl_endpoint_del_doit, genl_not_implemented);
+genl_doit!(mrc_nl_param_get_doit, genl_not_implemented);
+genl_doit!(mrc_nl_param_set_doit, genl_not_implemented);
+genl_dumpit_not_implemented!(mrc_nl_conn_get_dumpit);
+genl_dumpit_not_implemented!(mrc_nl_endpoint_get_dumpit);
+
+/// Registration of the generic netlink family `mrc`.
+pub(crate) struct GenlRegistration;
+
+impl GenlRegistration {
+    /// Registers the family; its handlers read pernet state, so the pernet
+    /// subsystem must be registered first and unregistered after.
+    pub(crate) fn register(module: &'static ThisModule) -> Result<Self> {
+        // SAFETY: module init runs once; neither static is registered yet.
+        unsafe {
+            let grps = &mut *GENL_MCGRPS.as_ptr();
+            for (dst, src) in grps[0].name.iter_mut().zip(b"events") {
+                *dst = *src as _;
+            }
+            let fam = &mut *GENL_FAMILY.as_ptr();
+            for (dst, src) in fam.name.iter_mut().zip(bindings::MRC_FAMILY_NAME.iter()) {
+                *dst = *src as _;
+            }
+            fam.version = bindings::MRC_FAMILY_VERSION;
+            fam.set_netnsok(1);
+            fam.set_parallel_ops(1);
+            fam.module = module.as_ptr().cast();
+            fam.split_ops = bindings::mrc_nl_ops.as_ptr();
+            fam.n_split_ops = bindings::mrc_nl_ops.len() as u8;
+            fam.resv_start_op = (bindings::MRC_CMD_MAX + 1) as u8;
+            fam.mcgrps = GENL_MCGRPS.as_ptr().cast();
+            fam.n_mcgrps = 1;
+        }
+        // SAFETY: the family is set up and lives forever.
+        to_result(unsafe { bindings::genl_register_family(GENL_FAMILY.as_ptr()) })?;
+        Ok(Self)
+    }
+}
+
+impl Drop for GenlRegistration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `register`; waits for running handlers.
+        unsafe { bindings::genl_unregister_family(GENL_FAMILY.as_ptr()) };
     }
 }

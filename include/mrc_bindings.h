@@ -23,4 +23,6 @@
 #include <net/udp_tunnel.h>
 
 #include "uapi/linux/mrc.h"
+#include "uapi/linux/mrc_netlink.h"
+#include "../netlink/mrc_nl_gen.h"
 #include "mrc_helpers.h"

@@ -17,6 +17,8 @@ enum {
 };
 
 struct dst_entry;
+struct genl_info;
+struct nlattr;
 struct net;
 struct sk_buff;
 struct sock;
@@ -39,5 +41,13 @@ unsigned char *mrc_skb_network_header(const struct sk_buff *skb);
 void mrc_skb_reserve(struct sk_buff *skb, int len);
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len);
 int mrc_ip4_dst_hoplimit(const struct dst_entry *dst);
+struct sk_buff *mrc_genlmsg_new(void);
+void mrc_nlmsg_free(struct sk_buff *skb);
+void mrc_genlmsg_end(struct sk_buff *skb, void *hdr);
+int mrc_genlmsg_reply(struct sk_buff *skb, struct genl_info *info);
+int mrc_nla_put_uint(struct sk_buff *skb, int attrtype, u64 value);
+struct nlattr *mrc_nla_nest_start(struct sk_buff *skb, int attrtype);
+void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start);
+struct net *mrc_genl_info_net(const struct genl_info *info);
 
 #endif /* _MRC_HELPERS_H */

@@ -4,7 +4,8 @@
 # Run the kernel tree's ynl-gen-c.py on netlink/mrc.yaml.
 #
 #   netlink/ynl-gen.sh KSRC                 regenerate include/uapi/linux/mrc_netlink.h
-#   netlink/ynl-gen.sh --check KSRC         exit 1 if that header differs from the spec
+#                                           and netlink/mrc_nl_gen.[ch]
+#   netlink/ynl-gen.sh --check KSRC         exit 1 if any of them differs from the spec
 #   netlink/ynl-gen.sh --kernel DIR KSRC    write the kernel policy tables to DIR
 #
 # KSRC is a Linux 6.12 source tree. ynl-gen-c.py only accepts a spec inside a
@@ -45,20 +46,33 @@ ln -s "$schema" "$stage/genetlink-legacy.yaml"
 ln -s "$top/netlink/mrc.yaml" "$stage/netlink/mrc.yaml"
 spec=$stage/netlink/mrc.yaml
 
+# Everything generated from the spec: the uapi header, and the kernel's
+# policies and split-ops table (netlink/mrc_nl_gen.[ch], compiled into mrc.ko).
+generate() { # OUT_HEADER OUT_KDIR
+	python3 "$gen" --mode uapi --header --spec "$spec" -o "$1"
+	python3 "$gen" --mode kernel --header --spec "$spec" -o "$2/mrc_nl_gen.h"
+	python3 "$gen" --mode kernel --source --spec "$spec" -o "$2/mrc_nl_gen.c"
+}
+
 case $mode in
 uapi)
-	python3 "$gen" --mode uapi --header --spec "$spec" -o "$header"
+	generate "$header" "$top/netlink"
 	;;
 check)
-	python3 "$gen" --mode uapi --header --spec "$spec" -o "$stage/mrc_netlink.h"
-	if ! diff -u "$header" "$stage/mrc_netlink.h"; then
-		echo "$0: $header is stale; run: $0 KSRC" >&2
+	mkdir "$stage/out"
+	generate "$stage/out/mrc_netlink.h" "$stage/out"
+	stale=0
+	for pair in "$header:mrc_netlink.h" "$top/netlink/mrc_nl_gen.h:mrc_nl_gen.h" \
+		"$top/netlink/mrc_nl_gen.c:mrc_nl_gen.c"; do
+		diff -u "${pair%%:*}" "$stage/out/${pair#*:}" || stale=1
+	done
+	if [ $stale -ne 0 ]; then
+		echo "$0: generated files are stale; run: make netlink-gen" >&2
 		exit 1
 	fi
 	;;
 kernel)
 	mkdir -p "$outdir"
-	python3 "$gen" --mode kernel --header --spec "$spec" -o "$outdir/mrc_nl_gen.h"
-	python3 "$gen" --mode kernel --source --spec "$spec" -o "$outdir/mrc_nl_gen.c"
+	generate "$stage/mrc_netlink.h" "$outdir"
 	;;
 esac

@@ -57,7 +57,7 @@ fail "$hf"
 
 step rustfmt make -s fmt-check
 step netlink-spec make -s netlink-check
-step uapi-header-c bash -c "printf '#include <sys/socket.h>\n#include <linux/mrc.h>\nint main(void){struct sockaddr_mrc a={.smrc_family=AF_MRC};return sizeof(a)==28?0:1;}\n' |
+step uapi-header-c bash -c "printf '#include <sys/socket.h>\n#include <linux/mrc.h>\n#include <linux/mrc_netlink.h>\nint main(void){struct sockaddr_mrc a={.smrc_family=AF_MRC};return sizeof(a)==28?0:1;}\n' |
 	cc -std=c99 -Wall -Werror -pedantic -I include/uapi -x c -o $logdir/uapi - && $logdir/uapi"
 
 # The module must build without a single warning, with rustc and clippy.
@@ -68,6 +68,7 @@ step module-build no_warnings build modules
 rm -f mrc_main.o
 step module-clippy no_warnings build clippy
 [ -f mrc.ko ] || finish
+step tools-build make -s tools
 
 printf '== selftests (VM, %s)\n' "$(basename "$kdir")"
 scripts/vm.sh selftests/run.sh 2>&1 | tee "$logdir/vm.log" | sed 's/^/   | /'

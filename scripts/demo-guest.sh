@@ -9,7 +9,8 @@ run() { say "$*"; "$@"; }
 run uname -r
 run insmod "$top/mrc.ko"
 run grep -E '^(protocol|MRC )' /proc/net/protocols
-run dmesg --notime -l info | grep -i 'mrc\|PF_IRDA' || true
+say 'dmesg | grep -E "^mrc:|PF_IRDA"'
+dmesg --notime | grep -E '^mrc:|PF_IRDA' || true
 run cat /sys/module/mrc/parameters/family /sys/module/mrc/parameters/port
 
 # Two namespaces joined by two veth planes.
@@ -28,6 +29,7 @@ python3 "$top/selftests/mrc_util.py" create-loop 1000
 say "send 10 malformed datagrams of each kind from a to b over both planes"
 for i in 1 2; do ip netns exec a python3 "$top/selftests/mrc_util.py" garbage "10.$i.0.2" 4796 10; done
 run ip netns exec b cat /proc/net/mrc
+run ip netns exec b "$top/tools/target/release/mrc-status" stats
 ip netns del a
 ip netns del b
 run rmmod mrc

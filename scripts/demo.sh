@@ -10,4 +10,5 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 scripts/setup.sh debug
 make -s KDIR="$(scripts/kdir.sh debug)" modules
+make -s tools
 exec scripts/vm.sh "$top/scripts/demo-guest.sh"

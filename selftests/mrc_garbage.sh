@@ -17,13 +17,7 @@ mrc_load
 port=$MRC_PORT_DEFAULT
 mrc_netns_add a
 mrc_netns_add b
-ip link add veth-a netns "$a" type veth peer name veth-b netns "$b"
-ip -n "$a" addr add 10.77.0.1/24 dev veth-a
-ip -n "$b" addr add 10.77.0.2/24 dev veth-b
-ip -n "$a" addr add fd77::1/64 dev veth-a nodad
-ip -n "$b" addr add fd77::2/64 dev veth-b nodad
-ip -n "$a" link set veth-a up
-ip -n "$b" link set veth-b up
+mrc_veth_pair "$a" "$b"
 
 classes="short bad_magic bad_version length_mismatch bad_checksum unknown_type bad_flags bad_body"
 count=200

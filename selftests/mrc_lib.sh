@@ -13,6 +13,7 @@ MRC_KO=${MRC_KO:-$MRC_DIR/mrc.ko}
 MRC_PY=${MRC_PY:-/usr/bin/python3}
 MRC_UTIL="$MRC_PY $MRC_DIR/selftests/mrc_util.py"
 MRC_PORT_DEFAULT=4796
+MRC_STATUS=${MRC_STATUS:-$MRC_DIR/tools/target/release/mrc-status}
 
 mrc_ret=$KSFT_PASS
 mrc_nr_ok=0
@@ -67,6 +68,19 @@ mrc_cleanup() {
 		ip netns del "$ns" 2>/dev/null
 	done
 	mrc_namespaces=()
+}
+
+# mrc_veth_pair NS_A NS_B: joins two namespaces with a veth pair,
+# veth-a 10.77.0.1/24 fd77::1/64 in NS_A and veth-b 10.77.0.2/24 fd77::2/64
+# in NS_B.
+mrc_veth_pair() {
+	ip link add veth-a netns "$1" type veth peer name veth-b netns "$2" || return 1
+	ip -n "$1" addr add 10.77.0.1/24 dev veth-a
+	ip -n "$2" addr add 10.77.0.2/24 dev veth-b
+	ip -n "$1" addr add fd77::1/64 dev veth-a nodad
+	ip -n "$2" addr add fd77::2/64 dev veth-b nodad
+	ip -n "$1" link set veth-a up
+	ip -n "$2" link set veth-b up
 }
 
 # mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS.
