@@ -12,11 +12,13 @@
 use core::{
     cell::UnsafeCell,
     fmt::Write,
-    sync::atomic::{AtomicBool, AtomicU64, Ordering},
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
 };
 use kernel::{c_str, prelude::*};
 
+use crate::mrc_cc::CcKind;
 use crate::mrc_conn;
+use crate::mrc_path::PathConfig;
 use crate::mrc_proto::{DecodeError, Header, HEADER_LEN};
 use crate::mrc_sys::{
     self, nl, EncapHandler, GenlInfo, IpAddr, IpFamily, Net, PernetState, ProcEntry, ProcShow,
@@ -77,9 +79,53 @@ impl Stats {
     }
 }
 
+/// Tunables of one namespace, read by new connections and changed with
+/// netlink `param-set`.
+struct Params {
+    heartbeat_ms: AtomicU32,
+    miss_threshold: AtomicU32,
+    ev_per_plane: AtomicU32,
+    /// `CcKind` as its index in [`CC_KINDS`].
+    cc: AtomicU32,
+    user_timeout_ms: AtomicU32,
+}
+
+/// Congestion controllers selectable by name.
+const CC_KINDS: [CcKind; 2] = [CcKind::Delay, CcKind::Reno];
+
+/// Entropy values (UDP source ports) per plane unless configured.
+const DEFAULT_EV_PER_PLANE: u32 = 4;
+
+/// How long a connection whose paths are all down waits before it fails
+/// with `ETIMEDOUT`, unless configured.
+const DEFAULT_USER_TIMEOUT_MS: u32 = 30_000;
+
+impl Params {
+    fn new() -> Self {
+        let d = &PathConfig::DEFAULT;
+        Self {
+            heartbeat_ms: AtomicU32::new((d.heartbeat_busy_ns / 1_000_000) as u32),
+            miss_threshold: AtomicU32::new(u32::from(d.miss_threshold)),
+            ev_per_plane: AtomicU32::new(DEFAULT_EV_PER_PLANE),
+            cc: AtomicU32::new(cc_index(d.cc)),
+            user_timeout_ms: AtomicU32::new(DEFAULT_USER_TIMEOUT_MS),
+        }
+    }
+
+    fn cc(&self) -> CcKind {
+        let i = self.cc.load(Ordering::Relaxed) as usize;
+        CC_KINDS.get(i).copied().unwrap_or_default()
+    }
+}
+
+fn cc_index(kind: CcKind) -> u32 {
+    CC_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u32
+}
+
 /// MRC's state in one network namespace.
 pub(crate) struct MrcNet {
     stats: Stats,
+    params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
     /// read `tunnels` after they saw it set.
     ready: AtomicBool,
@@ -97,6 +143,7 @@ impl PernetState for MrcNet {
     fn new() -> Self {
         Self {
             stats: Stats::new(),
+            params: Params::new(),
             ready: AtomicBool::new(false),
             tunnels: UnsafeCell::new([None, None]),
             proc_file: UnsafeCell::new(None),
@@ -262,4 +309,59 @@ pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
             m.put_uint(nl::MRC_A_DROPS_NO_MEMORY, get(&s.drop_no_memory))
         })
     })
+}
+
+/// `param-get`: the tunables of the requester's namespace.
+pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
+    let p = &info.mrc_net().params;
+    let get = |c: &AtomicU32| c.load(Ordering::Relaxed);
+    info.reply(nl::MRC_CMD_PARAM_GET, |m| {
+        m.put_u32(nl::MRC_A_PARAMS_HEARTBEAT_MS, get(&p.heartbeat_ms))?;
+        m.put_u32(nl::MRC_A_PARAMS_MISS_THRESHOLD, get(&p.miss_threshold))?;
+        m.put_u32(nl::MRC_A_PARAMS_EV_PER_PLANE, get(&p.ev_per_plane))?;
+        let cc = match p.cc() {
+            CcKind::Delay => c_str!("delay"),
+            CcKind::Reno => c_str!("reno"),
+        };
+        m.put_str(nl::MRC_A_PARAMS_CC, cc)?;
+        m.put_u32(nl::MRC_A_PARAMS_USER_TIMEOUT_MS, get(&p.user_timeout_ms))
+    })
+}
+
+/// `param-set`: changes the given tunables; the policy has checked ranges.
+/// Nothing changes unless every given value is valid.
+pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
+    const MAX: u32 = nl::MRC_A_PARAMS_MAX;
+    let p = &info.mrc_net().params;
+    let cc = match info.attr(nl::MRC_A_PARAMS_CC, MAX) {
+        None => None,
+        Some(raw) => {
+            let name = raw.split(|b| *b == 0).next().unwrap_or(&[]);
+            let kind = core::str::from_utf8(name).ok().and_then(CcKind::from_name);
+            if kind.is_none() {
+                info.set_bad_attr(
+                    nl::MRC_A_PARAMS_CC,
+                    MAX,
+                    c_str!("unknown congestion control: use delay or reno"),
+                );
+                return Err(EINVAL);
+            }
+            kind
+        }
+    };
+    let fields = [
+        (nl::MRC_A_PARAMS_HEARTBEAT_MS, &p.heartbeat_ms),
+        (nl::MRC_A_PARAMS_MISS_THRESHOLD, &p.miss_threshold),
+        (nl::MRC_A_PARAMS_EV_PER_PLANE, &p.ev_per_plane),
+        (nl::MRC_A_PARAMS_USER_TIMEOUT_MS, &p.user_timeout_ms),
+    ];
+    for (attr, field) in fields {
+        if let Some(v) = info.attr_u32(attr, MAX) {
+            field.store(v, Ordering::Relaxed);
+        }
+    }
+    if let Some(kind) = cc {
+        p.cc.store(cc_index(kind), Ordering::Relaxed);
+    }
+    Ok(())
 }

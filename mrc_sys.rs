@@ -848,11 +848,16 @@ pub(crate) mod nl {
         MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
         MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
         MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY,
-        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_STATS_CONNS,
+        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_PARAMS_CC,
+        MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS, MRC_A_PARAMS_MAX,
+        MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_USER_TIMEOUT_MS, MRC_A_STATS_CONNS,
         MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS, MRC_A_STATS_TX_BYTES,
-        MRC_A_STATS_TX_PACKETS, MRC_CMD_STATS_GET,
+        MRC_A_STATS_TX_PACKETS, MRC_CMD_PARAM_GET, MRC_CMD_STATS_GET,
     };
 }
+
+/// Length of a netlink attribute header.
+const NLA_HDRLEN: usize = bindings::MRC_NLA_HDRLEN as usize;
 
 static GENL_FAMILY: StaticCell<bindings::genl_family> = StaticCell::zeroed();
 static GENL_MCGRPS: StaticCell<[bindings::genl_multicast_group; 1]> = StaticCell::zeroed();
@@ -870,6 +875,62 @@ impl GenlInfo {
         // SAFETY: the family is registered only while the pernet subsystem
         // is, and the requester's namespace is alive during the request.
         unsafe { pernet_state(bindings::mrc_genl_info_net(self.0.as_ptr())) }
+    }
+
+    /// Raw attribute `id` of the request, if present.
+    ///
+    /// `max` is the largest attribute of the command's policy (the generated
+    /// `maxattr`), which sizes the parsed attribute table.
+    fn raw_attr(&self, id: u32, max: u32) -> Option<NonNull<bindings::nlattr>> {
+        if id > max {
+            return None;
+        }
+        // SAFETY: `attrs` of a request parsed with a policy of `max` has
+        // `max + 1` entries, each null or a validated attribute.
+        unsafe {
+            let attrs = (*self.0.as_ptr()).attrs;
+            if attrs.is_null() {
+                return None;
+            }
+            NonNull::new(*attrs.add(id as usize))
+        }
+    }
+
+    /// Payload of attribute `id` of the request, if present; see
+    /// [`Self::raw_attr`] for `max`. The policy has checked its type and length.
+    pub(crate) fn attr(&self, id: u32, max: u32) -> Option<&[u8]> {
+        let nla = self.raw_attr(id, max)?.as_ptr();
+        // SAFETY: a validated attribute holds `nla_len` bytes, header
+        // included, inside the request, which outlives `self`.
+        unsafe {
+            let len = usize::from((*nla).nla_len).checked_sub(NLA_HDRLEN)?;
+            Some(core::slice::from_raw_parts(
+                nla.cast::<u8>().add(NLA_HDRLEN),
+                len,
+            ))
+        }
+    }
+
+    /// `u32` attribute `id` of the request, if present.
+    pub(crate) fn attr_u32(&self, id: u32, max: u32) -> Option<u32> {
+        Some(u32::from_ne_bytes(
+            self.attr(id, max)?.get(..4)?.try_into().ok()?,
+        ))
+    }
+
+    /// Reports attribute `id` as the cause of an error, with `msg`.
+    pub(crate) fn set_bad_attr(&self, id: u32, max: u32, msg: &'static CStr) {
+        self.set_err_msg(msg);
+        let Some(nla) = self.raw_attr(id, max) else {
+            return;
+        };
+        // SAFETY: `extack` of a running request is valid or null.
+        unsafe {
+            let extack = (*self.0.as_ptr()).extack;
+            if !extack.is_null() {
+                (*extack).bad_attr = nla.as_ptr();
+            }
+        }
     }
 
     /// Sets the extended-ack message returned with an error.
@@ -930,6 +991,25 @@ impl GenlMsg {
     pub(crate) fn put_uint(&mut self, attr: u32, value: u64) -> Result {
         // SAFETY: the message is valid (type invariant).
         to_result(unsafe { bindings::mrc_nla_put_uint(self.0.as_ptr(), attr as c_int, value) })
+    }
+
+    /// Adds an attribute of `data` as it is.
+    fn put(&mut self, attr: u32, data: &[u8]) -> Result {
+        let len = c_int::try_from(data.len()).map_err(|_| err::message_too_long())?;
+        // SAFETY: the message is valid (type invariant); `data` is readable.
+        to_result(unsafe {
+            bindings::nla_put(self.0.as_ptr(), attr as c_int, len, data.as_ptr().cast())
+        })
+    }
+
+    /// Adds a `u32` attribute.
+    pub(crate) fn put_u32(&mut self, attr: u32, value: u32) -> Result {
+        self.put(attr, &value.to_ne_bytes())
+    }
+
+    /// Adds a NUL-terminated string attribute.
+    pub(crate) fn put_str(&mut self, attr: u32, value: &CStr) -> Result {
+        self.put(attr, value.as_bytes_with_nul())
     }
 
     /// Adds a nested attribute whose members `fill` writes.
@@ -1014,8 +1094,8 @@ genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
 genl_doit!(mrc_nl_conn_get_doit, genl_not_implemented);
 genl_doit!(mrc_nl_endpoint_add_doit, genl_not_implemented);
 genl_doit!(mrc_nl_endpoint_del_doit, genl_not_implemented);
-genl_doit!(mrc_nl_param_get_doit, genl_not_implemented);
-genl_doit!(mrc_nl_param_set_doit, genl_not_implemented);
+genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
+genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
 genl_dumpit_not_implemented!(mrc_nl_conn_get_dumpit);
 genl_dumpit_not_implemented!(mrc_nl_endpoint_get_dumpit);
 

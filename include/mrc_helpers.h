@@ -9,11 +9,14 @@
 #include <linux/types.h>
 #include <linux/ipv6.h>
 #include <linux/netdevice.h>
+#include <linux/netlink.h>
 #include <linux/udp.h>
 
 /* Room in front of an outgoing datagram for UDP, IPv6 and link headers. */
 enum {
 	MRC_TX_HEADROOM = LL_MAX_HEADER + sizeof(struct ipv6hdr) + sizeof(struct udphdr),
+	/* Length of a netlink attribute header (NLA_HDRLEN). */
+	MRC_NLA_HDRLEN = NLA_ALIGN(sizeof(struct nlattr)),
 };
 
 struct dst_entry;

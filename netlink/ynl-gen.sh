@@ -15,6 +15,9 @@
 # so the generated files name the spec "netlink/mrc.yaml".
 set -eu
 
+# Debian's interpreter, which has python3-yaml and python3-jsonschema.
+PYTHON=${PYTHON:-/usr/bin/python3}
+
 usage() {
 	echo "usage: $0 [--check | --kernel DIR] KSRC" >&2
 	exit 2
@@ -49,9 +52,9 @@ spec=$stage/netlink/mrc.yaml
 # Everything generated from the spec: the uapi header, and the kernel's
 # policies and split-ops table (netlink/mrc_nl_gen.[ch], compiled into mrc.ko).
 generate() { # OUT_HEADER OUT_KDIR
-	python3 "$gen" --mode uapi --header --spec "$spec" -o "$1"
-	python3 "$gen" --mode kernel --header --spec "$spec" -o "$2/mrc_nl_gen.h"
-	python3 "$gen" --mode kernel --source --spec "$spec" -o "$2/mrc_nl_gen.c"
+	$PYTHON "$gen" --mode uapi --header --spec "$spec" -o "$1"
+	$PYTHON "$gen" --mode kernel --header --spec "$spec" -o "$2/mrc_nl_gen.h"
+	$PYTHON "$gen" --mode kernel --source --spec "$spec" -o "$2/mrc_nl_gen.c"
 }
 
 case $mode in

@@ -3,7 +3,8 @@
 #
 # Generic netlink family "mrc": stats-get through mrc-status and through the
 # kernel tree's own ynl client equal /proc/net/mrc exactly, per namespace;
-# changes need CAP_NET_ADMIN; a missing module is reported as such.
+# param-get/param-set per namespace with policy and extack errors; changes
+# need CAP_NET_ADMIN; a missing module is reported as such.
 #
 #   ns a  veth-a 10.77.0.1  <--->  veth-b 10.77.0.2  ns b
 
@@ -59,6 +60,38 @@ esac
 out=$(ip netns exec "$b" setpriv --reuid=65534 --regid=65534 --clear-groups \
 	"$MRC_STATUS" --json stats 2>&1 | $MRC_PY -c 'import json,sys; print(json.load(sys.stdin)["rx_packets"])' 2>&1)
 mrc_check "unprivileged users can read stats" 64 "$out"
+
+# Tunables: defaults, a change in one namespace only, range and name
+# checks with extended-ack messages, and CAP_NET_ADMIN for changes.
+pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms")))'; }
+defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000"
+mrc_check "default parameters" "$defaults" "$(pjson "$b")"
+mrc_run "param set heartbeat_ms 5" ip netns exec "$b" "$MRC_STATUS" param set heartbeat_ms 5
+mrc_run "param set cc reno" ip netns exec "$b" "$MRC_STATUS" param set cc reno
+mrc_check "parameters changed in b" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000" "$(pjson "$b")"
+mrc_check "parameters of a untouched" "$defaults" "$(pjson "$a")"
+out=$(ip netns exec "$b" "$MRC_STATUS" param set cc cubic 2>&1)
+rc=$?
+mrc_check "unknown cc refused" 1 "$rc"
+case "$out" in
+*"unknown congestion control"*) mrc_ok "unknown cc: extack message shown" ;;
+*) mrc_fail "unknown cc: $out" ;;
+esac
+out=$(ip netns exec "$b" "$MRC_STATUS" param set miss_threshold 0 2>&1)
+mrc_check "miss_threshold 0 refused by the policy" 1 "$?"
+mrc_check "refused changes left everything as it was" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000" "$(pjson "$b")"
+out=$(ip netns exec "$b" setpriv --reuid=65534 --regid=65534 --clear-groups \
+	"$MRC_STATUS" param set heartbeat_ms 9 2>&1)
+case "$out" in
+*CAP_NET_ADMIN*) mrc_ok "unprivileged param set refused with a CAP_NET_ADMIN message" ;;
+*) mrc_fail "unprivileged param set: $out" ;;
+esac
+if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
+	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
+		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --do param-get --output-json 2>&1 |
+		$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(d["heartbeat-ms"], d["cc"])' 2>&1)
+	mrc_check "ynl cli.py param-get" "5 reno" "$out"
+fi
 
 mrc_cleanup
 mrc_run "rmmod" rmmod mrc
