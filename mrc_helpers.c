@@ -53,3 +53,7 @@ int mrc_nla_put_uint(struct sk_buff *skb, int attrtype, u64 value) { return nla_
 struct nlattr *mrc_nla_nest_start(struct sk_buff *skb, int attrtype) { return nla_nest_start(skb, attrtype); }
 void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start) { nla_nest_end(skb, start); }
 struct net *mrc_genl_info_net(const struct genl_info *info) { return genl_info_net(info); }
+struct net *mrc_genl_dump_net(const struct netlink_callback *cb) { return sock_net(cb->skb->sk); }
+u32 mrc_genl_dump_portid(const struct netlink_callback *cb) { return NETLINK_CB(cb->skb).portid; }
+void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr) { genl_dump_check_consistent(cb, hdr); }
+void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr) { genlmsg_cancel(skb, hdr); }

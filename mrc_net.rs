@@ -14,15 +14,19 @@ use core::{
     fmt::Write,
     sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
 };
-use kernel::{c_str, prelude::*};
+use kernel::{
+    c_str,
+    prelude::*,
+    sync::{new_mutex, Mutex},
+};
 
 use crate::mrc_cc::CcKind;
 use crate::mrc_conn;
 use crate::mrc_path::PathConfig;
 use crate::mrc_proto::{DecodeError, Header, HEADER_LEN};
 use crate::mrc_sys::{
-    self, nl, EncapHandler, GenlInfo, IpAddr, IpFamily, Net, PernetState, ProcEntry, ProcShow,
-    SeqFile, SkBuff, UdpTunnel,
+    self, nl, EncapHandler, GenlDump, GenlInfo, IpAddr, IpFamily, Net, PernetState, ProcEntry,
+    ProcShow, SeqFile, SkBuff, UdpTunnel,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -122,8 +126,33 @@ fn cc_index(kind: CcKind) -> u32 {
     CC_KINDS.iter().position(|k| *k == kind).unwrap_or(0) as u32
 }
 
+/// Most local addresses (planes) a namespace offers to connections: as many
+/// as one handshake can carry.
+const MAX_ENDPOINTS: usize = crate::mrc_proto::MAX_ENDPOINTS;
+
+/// A local address that connections use as one plane.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Endpoint {
+    addr: IpAddr,
+    /// Interface the address belongs to; 0 when not pinned to one.
+    ifindex: u32,
+    /// `MRC_ENDPOINT_FLAGS_*`.
+    flags: u32,
+}
+
+/// The endpoint table of a namespace.
+struct Endpoints {
+    /// Bumped by every change, so a dump split over several reads can tell
+    /// that the table changed under it.
+    generation: u32,
+    slots: [Option<Endpoint>; MAX_ENDPOINTS],
+}
+
 /// MRC's state in one network namespace.
+#[pin_data]
 pub(crate) struct MrcNet {
+    #[pin]
+    endpoints: Mutex<Endpoints>,
     stats: Stats,
     params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
@@ -140,14 +169,18 @@ pub(crate) struct MrcNet {
 unsafe impl Sync for MrcNet {}
 
 impl PernetState for MrcNet {
-    fn new() -> Self {
-        Self {
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            endpoints <- new_mutex!(Endpoints {
+                generation: 1,
+                slots: [None; MAX_ENDPOINTS],
+            }),
             stats: Stats::new(),
             params: Params::new(),
             ready: AtomicBool::new(false),
             tunnels: UnsafeCell::new([None, None]),
             proc_file: UnsafeCell::new(None),
-        }
+        })
     }
 
     fn start(&self, net: &Net) -> Result {
@@ -363,5 +396,99 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
     if let Some(kind) = cc {
         p.cc.store(cc_index(kind), Ordering::Relaxed);
     }
+    Ok(())
+}
+
+/// Parses the endpoint address attribute (4 or 16 bytes) of a request.
+fn endpoint_addr(info: &GenlInfo) -> Result<IpAddr> {
+    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
+    let Some(raw) = info.attr(nl::MRC_A_ENDPOINT_ADDR, MAX) else {
+        info.set_err_msg(c_str!("missing endpoint address"));
+        return Err(EINVAL);
+    };
+    if let Ok(v4) = <[u8; 4]>::try_from(raw) {
+        Ok(IpAddr::V4(v4))
+    } else if let Ok(v6) = <[u8; 16]>::try_from(raw) {
+        Ok(IpAddr::V6(v6))
+    } else {
+        info.set_bad_attr(
+            nl::MRC_A_ENDPOINT_ADDR,
+            MAX,
+            c_str!("endpoint address must be 4 (IPv4) or 16 (IPv6) bytes"),
+        );
+        Err(EINVAL)
+    }
+}
+
+/// `endpoint-add`: offers a local address to new connections.
+pub(crate) fn genl_endpoint_add(info: &GenlInfo) -> Result {
+    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
+    let ep = Endpoint {
+        addr: endpoint_addr(info)?,
+        ifindex: info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX).unwrap_or(0),
+        flags: info.attr_u32(nl::MRC_A_ENDPOINT_FLAGS, MAX).unwrap_or(0)
+            & nl::MRC_ENDPOINT_FLAGS_BACKUP,
+    };
+    let mut table = info.mrc_net().endpoints.lock();
+    if table.slots.iter().flatten().any(|e| e.addr == ep.addr) {
+        info.set_bad_attr(
+            nl::MRC_A_ENDPOINT_ADDR,
+            MAX,
+            c_str!("endpoint already exists"),
+        );
+        return Err(EEXIST);
+    }
+    let Some(free) = table.slots.iter_mut().find(|s| s.is_none()) else {
+        info.set_err_msg(c_str!("endpoint table full (16 endpoints)"));
+        return Err(ENOSPC);
+    };
+    *free = Some(ep);
+    table.generation = table.generation.wrapping_add(1);
+    Ok(())
+}
+
+/// `endpoint-del`: withdraws a local address from new connections.
+pub(crate) fn genl_endpoint_del(info: &GenlInfo) -> Result {
+    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
+    let addr = endpoint_addr(info)?;
+    let ifindex = info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX);
+    let mut table = info.mrc_net().endpoints.lock();
+    let Some(slot) = table
+        .slots
+        .iter_mut()
+        .find(|s| s.is_some_and(|e| e.addr == addr && ifindex.map_or(true, |i| i == e.ifindex)))
+    else {
+        info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, MAX, c_str!("no such endpoint"));
+        return Err(ENOENT);
+    };
+    *slot = None;
+    table.generation = table.generation.wrapping_add(1);
+    Ok(())
+}
+
+/// `endpoint-get` dump: one message per endpoint, resumable by slot index.
+pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
+    let table = net.endpoints.lock();
+    let generation = table.generation;
+    dump.set_generation(generation);
+    let mut pos = dump.cursor();
+    while let Some(slot) = table.slots.get(pos) {
+        if let Some(ep) = slot {
+            let added = dump.entry(nl::MRC_CMD_ENDPOINT_GET, |m| {
+                m.put_u32(nl::MRC_A_ENDPOINT_GENERATION, generation)?;
+                match &ep.addr {
+                    IpAddr::V4(a) => m.put_bytes(nl::MRC_A_ENDPOINT_ADDR, a)?,
+                    IpAddr::V6(a) => m.put_bytes(nl::MRC_A_ENDPOINT_ADDR, a)?,
+                }
+                m.put_u32(nl::MRC_A_ENDPOINT_IFINDEX, ep.ifindex)?;
+                m.put_u32(nl::MRC_A_ENDPOINT_FLAGS, ep.flags)
+            })?;
+            if !added {
+                break;
+            }
+        }
+        pos += 1;
+    }
+    dump.set_cursor(pos);
     Ok(())
 }

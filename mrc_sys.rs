@@ -157,8 +157,8 @@ impl Net {
 
 /// State that exists once per network namespace, stored by the pernet core.
 pub(crate) trait PernetState: Sized + Sync {
-    /// Builds the state; it is then moved to its final place.
-    fn new() -> Self;
+    /// Initialiser of the state, run in place in the namespace's area.
+    fn new() -> impl PinInit<Self, Error>;
     /// Brings the state up once it sits at its final address.
     fn start(&self, net: &Net) -> Result;
     /// Tears down what `start` set up; called before the state is dropped.
@@ -194,9 +194,11 @@ unsafe extern "C" fn pernet_init<T: PernetState>(net: *mut bindings::net) -> c_i
             bindings::mrc_net_generic(net, *NET_ID.as_ptr()).cast::<T>(),
         )
     };
-    // SAFETY: `slot` is valid, aligned (`net_generic` areas are kmalloc'ed)
-    // and not yet initialised.
-    unsafe { slot.write(T::new()) };
+    // SAFETY: `slot` is valid, aligned (`net_generic` areas are kmalloc'ed),
+    // not yet initialised, and never moves while the namespace lives.
+    if let Err(e) = unsafe { T::new().__pinned_init(slot) } {
+        return e.to_errno();
+    }
     // SAFETY: just initialised above; nothing else refers to it yet.
     let state = unsafe { &*slot };
     match state.start(net) {
@@ -848,12 +850,18 @@ pub(crate) mod nl {
         MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
         MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
         MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY,
-        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_PARAMS_CC,
-        MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS, MRC_A_PARAMS_MAX,
-        MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_USER_TIMEOUT_MS, MRC_A_STATS_CONNS,
-        MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS, MRC_A_STATS_TX_BYTES,
-        MRC_A_STATS_TX_PACKETS, MRC_CMD_PARAM_GET, MRC_CMD_STATS_GET,
+        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_ENDPOINT_ADDR,
+        MRC_A_ENDPOINT_FLAGS, MRC_A_ENDPOINT_GENERATION, MRC_A_ENDPOINT_IFINDEX,
+        MRC_A_ENDPOINT_MAX, MRC_A_PARAMS_CC, MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS,
+        MRC_A_PARAMS_MAX, MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_USER_TIMEOUT_MS,
+        MRC_A_STATS_CONNS, MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS,
+        MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_CMD_ENDPOINT_GET, MRC_CMD_PARAM_GET,
+        MRC_CMD_STATS_GET,
     };
+
+    /// Endpoint flag: paths over it carry data only when no other path can.
+    pub(crate) const MRC_ENDPOINT_FLAGS_BACKUP: u32 =
+        super::bindings::mrc_endpoint_flags_MRC_ENDPOINT_FLAGS_BACKUP;
 }
 
 /// Length of a netlink attribute header.
@@ -1002,6 +1010,11 @@ impl GenlMsg {
         })
     }
 
+    /// Adds a binary attribute.
+    pub(crate) fn put_bytes(&mut self, attr: u32, data: &[u8]) -> Result {
+        self.put(attr, data)
+    }
+
     /// Adds a `u32` attribute.
     pub(crate) fn put_u32(&mut self, attr: u32, value: u32) -> Result {
         self.put(attr, &value.to_ne_bytes())
@@ -1023,6 +1036,79 @@ impl GenlMsg {
         // SAFETY: `start` was opened on this message above.
         unsafe { bindings::mrc_nla_nest_end(self.0.as_ptr(), start) };
         Ok(())
+    }
+}
+
+/// A generic netlink dump in progress (`struct netlink_callback`).
+///
+/// # Invariants
+///
+/// `cb` and `skb` are the callback and the message of a running `dumpit`.
+pub(crate) struct GenlDump {
+    cb: NonNull<bindings::netlink_callback>,
+    skb: NonNull<bindings::sk_buff>,
+}
+
+impl GenlDump {
+    /// Position saved between the calls of one dump (starts at 0).
+    pub(crate) fn cursor(&self) -> usize {
+        // SAFETY: valid per the type invariant.
+        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[0] as usize }
+    }
+
+    /// Saves the position for the next call.
+    pub(crate) fn set_cursor(&mut self, pos: usize) {
+        // SAFETY: valid per the type invariant; `args` is ours to use.
+        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[0] = pos as _ };
+    }
+
+    /// Declares the generation of the dumped data; a change between calls
+    /// marks the dump interrupted (`NLM_F_DUMP_INTR`) for userspace.
+    pub(crate) fn set_generation(&mut self, generation: u32) {
+        // SAFETY: valid per the type invariant.
+        unsafe { (*self.cb.as_ptr()).seq = generation };
+    }
+
+    /// Adds one message with command `cmd`; `Ok(false)` if it does not fit
+    /// in this part of the dump (the caller stops and resumes next call).
+    pub(crate) fn entry(
+        &mut self,
+        cmd: u32,
+        fill: impl FnOnce(&mut GenlMsg) -> Result,
+    ) -> Result<bool> {
+        let (cb, skb) = (self.cb.as_ptr(), self.skb.as_ptr());
+        // SAFETY: valid per the type invariant.
+        let hdr = unsafe {
+            bindings::genlmsg_put(
+                skb,
+                bindings::mrc_genl_dump_portid(cb),
+                (*(*cb).nlh).nlmsg_seq,
+                GENL_FAMILY.as_ptr(),
+                bindings::NLM_F_MULTI as c_int,
+                cmd as u8,
+            )
+        };
+        if hdr.is_null() {
+            return Ok(false);
+        }
+        let mut msg = GenlMsg(self.skb);
+        if fill(&mut msg).is_err() {
+            // SAFETY: `hdr` starts the message just added; removing it
+            // leaves the earlier ones intact.
+            unsafe { bindings::mrc_genlmsg_cancel(skb, hdr) };
+            return Ok(false);
+        }
+        // SAFETY: `hdr` was opened above on `skb`.
+        unsafe {
+            bindings::mrc_genl_dump_check_consistent(cb, hdr);
+            bindings::mrc_genlmsg_end(skb, hdr);
+        }
+        Ok(true)
+    }
+
+    fn len(&self) -> c_int {
+        // SAFETY: valid per the type invariant.
+        unsafe { (*self.skb.as_ptr()).len as c_int }
     }
 }
 
@@ -1092,12 +1178,37 @@ macro_rules! genl_dumpit_not_implemented {
 
 genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
 genl_doit!(mrc_nl_conn_get_doit, genl_not_implemented);
-genl_doit!(mrc_nl_endpoint_add_doit, genl_not_implemented);
-genl_doit!(mrc_nl_endpoint_del_doit, genl_not_implemented);
+genl_doit!(mrc_nl_endpoint_add_doit, crate::mrc_net::genl_endpoint_add);
+genl_doit!(mrc_nl_endpoint_del_doit, crate::mrc_net::genl_endpoint_del);
 genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
 genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
 genl_dumpit_not_implemented!(mrc_nl_conn_get_dumpit);
-genl_dumpit_not_implemented!(mrc_nl_endpoint_get_dumpit);
+/// `dumpit` of `endpoint-get` in the generated ops table.
+///
+/// # Safety
+///
+/// Called only by the generic netlink core for our family.
+#[no_mangle]
+unsafe extern "C" fn mrc_nl_endpoint_get_dumpit(
+    skb: *mut bindings::sk_buff,
+    cb: *mut bindings::netlink_callback,
+) -> c_int {
+    // SAFETY: the genetlink core passes a running dump's message and callback.
+    let mut dump = unsafe {
+        GenlDump {
+            cb: NonNull::new_unchecked(cb),
+            skb: NonNull::new_unchecked(skb),
+        }
+    };
+    // SAFETY: as in `GenlInfo::mrc_net`; the dumping socket's namespace is
+    // alive during the call.
+    let net = unsafe { pernet_state(bindings::mrc_genl_dump_net(cb)) };
+    match crate::mrc_net::genl_endpoint_dump(net, &mut dump) {
+        // Returning the length asks for another call; 0 ends the dump.
+        Ok(()) => dump.len(),
+        Err(e) => e.to_errno(),
+    }
+}
 
 /// Registration of the generic netlink family `mrc`.
 pub(crate) struct GenlRegistration;

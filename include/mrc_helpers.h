@@ -21,6 +21,7 @@ enum {
 
 struct dst_entry;
 struct genl_info;
+struct netlink_callback;
 struct nlattr;
 struct net;
 struct sk_buff;
@@ -52,5 +53,9 @@ int mrc_nla_put_uint(struct sk_buff *skb, int attrtype, u64 value);
 struct nlattr *mrc_nla_nest_start(struct sk_buff *skb, int attrtype);
 void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start);
 struct net *mrc_genl_info_net(const struct genl_info *info);
+struct net *mrc_genl_dump_net(const struct netlink_callback *cb);
+u32 mrc_genl_dump_portid(const struct netlink_callback *cb);
+void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr);
+void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr);
 
 #endif /* _MRC_HELPERS_H */

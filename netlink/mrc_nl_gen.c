@@ -18,14 +18,14 @@ static const struct nla_policy mrc_conn_get_nl_policy[MRC_A_CONN_COOKIE + 1] = {
 
 /* MRC_CMD_ENDPOINT_ADD - do */
 static const struct nla_policy mrc_endpoint_add_nl_policy[MRC_A_ENDPOINT_FLAGS + 1] = {
-	[MRC_A_ENDPOINT_ADDR] = { .len = 4, },
+	[MRC_A_ENDPOINT_ADDR] = { .type = NLA_BINARY, },
 	[MRC_A_ENDPOINT_IFINDEX] = { .type = NLA_U32, },
 	[MRC_A_ENDPOINT_FLAGS] = NLA_POLICY_MASK(NLA_U32, 0x1),
 };
 
 /* MRC_CMD_ENDPOINT_DEL - do */
 static const struct nla_policy mrc_endpoint_del_nl_policy[MRC_A_ENDPOINT_IFINDEX + 1] = {
-	[MRC_A_ENDPOINT_ADDR] = { .len = 4, },
+	[MRC_A_ENDPOINT_ADDR] = { .type = NLA_BINARY, },
 	[MRC_A_ENDPOINT_IFINDEX] = { .type = NLA_U32, },
 };
 

@@ -3,7 +3,8 @@
 #
 # Generic netlink family "mrc": stats-get through mrc-status and through the
 # kernel tree's own ynl client equal /proc/net/mrc exactly, per namespace;
-# param-get/param-set per namespace with policy and extack errors; changes
+# param-get/param-set and the endpoint table per namespace with policy and
+# extack errors; changes
 # need CAP_NET_ADMIN; a missing module is reported as such.
 #
 #   ns a  veth-a 10.77.0.1  <--->  veth-b 10.77.0.2  ns b
@@ -91,6 +92,39 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --do param-get --output-json 2>&1 |
 		$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(d["heartbeat-ms"], d["cc"])' 2>&1)
 	mrc_check "ynl cli.py param-get" "5 reno" "$out"
+fi
+
+# Endpoint table: add, show, delete, duplicates, capacity, per namespace.
+eps() { ip netns exec "$1" "$MRC_STATUS" --json endpoint show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join("%s/%s/%d" % (e["addr"], e["ifindex"], e["backup"]) for e in d["endpoints"]) or "none")'; }
+gen() { ip netns exec "$1" "$MRC_STATUS" --json endpoint show | $MRC_PY -c 'import json,sys; print(json.load(sys.stdin)["generation"])'; }
+ifb=$(ip netns exec "$b" cat /sys/class/net/veth-b/ifindex)
+mrc_run "endpoint add 10.77.0.2 dev veth-b" ip netns exec "$b" "$MRC_STATUS" endpoint add 10.77.0.2 --dev veth-b
+# An empty table dumps no message, so the generation is first seen now.
+g1=$(gen "$b")
+mrc_run "endpoint add fd77::2 backup" ip netns exec "$b" "$MRC_STATUS" endpoint add fd77::2 --backup
+mrc_check "endpoints in b" "10.77.0.2/$ifb/0 fd77::2/0/1" "$(eps "$b")"
+mrc_check "generation bumped by the change" $((g1 + 1)) "$(gen "$b")"
+mrc_check "endpoints in a" "none" "$(eps "$a")"
+out=$(ip netns exec "$b" "$MRC_STATUS" endpoint add 10.77.0.2 2>&1)
+mrc_check "duplicate endpoint refused" 1 "$?"
+case "$out" in *"already exists"*) mrc_ok "duplicate: extack message shown" ;; *) mrc_fail "duplicate: $out" ;; esac
+mrc_run "endpoint del fd77::2" ip netns exec "$b" "$MRC_STATUS" endpoint del fd77::2
+mrc_check "endpoints after delete" "10.77.0.2/$ifb/0" "$(eps "$b")"
+out=$(ip netns exec "$b" "$MRC_STATUS" endpoint del 10.99.0.1 2>&1)
+mrc_check "delete of a missing endpoint refused" 1 "$?"
+case "$out" in *"no such endpoint"*) mrc_ok "missing endpoint: extack message shown" ;; *) mrc_fail "missing endpoint: $out" ;; esac
+for i in $(seq 1 15); do
+	ip netns exec "$b" "$MRC_STATUS" endpoint add "10.88.0.$i" || mrc_fail "endpoint add 10.88.0.$i"
+done
+out=$(ip netns exec "$b" "$MRC_STATUS" endpoint add 10.88.0.16 2>&1)
+mrc_check "17th endpoint refused" 1 "$?"
+case "$out" in *"table full"*) mrc_ok "full table: extack message shown" ;; *) mrc_fail "full table: $out" ;; esac
+mrc_check "endpoint dump lists all 16" 16 "$(eps "$b" | wc -w)"
+if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
+	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
+		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --dump endpoint-get --output-json 2>&1 |
+		$MRC_PY -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)
+	mrc_check "ynl cli.py endpoint-get dump" 16 "$out"
 fi
 
 mrc_cleanup
