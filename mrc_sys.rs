@@ -402,7 +402,10 @@ pub(crate) struct UdpTunnel(NonNull<bindings::socket>);
 // SAFETY: the socket is only released in `drop`; the kernel synchronises the
 // rest of its use.
 unsafe impl Send for UdpTunnel {}
-// SAFETY: no `&self` method touches the socket.
+// SAFETY: the `&self` methods (`send`, `detach`) only call kernel functions
+// that may run concurrently on one socket from any context: route lookup and
+// `udp_tunnel*_xmit_skb` take no socket lock, and the user data is an RCU
+// pointer updated with `rcu_assign_sk_user_data`.
 unsafe impl Sync for UdpTunnel {}
 
 impl UdpTunnel {
@@ -1150,39 +1153,35 @@ macro_rules! genl_doit {
     };
 }
 
-macro_rules! genl_dumpit_not_implemented {
-    ($name:ident) => {
-        /// `dumpit` of the generated ops table (`netlink/mrc_nl_gen.c`).
-        ///
-        /// # Safety
-        ///
-        /// Called only by the generic netlink core for our family.
-        #[no_mangle]
-        unsafe extern "C" fn $name(
-            _skb: *mut bindings::sk_buff,
-            cb: *mut bindings::netlink_callback,
-        ) -> c_int {
-            // SAFETY: `cb` of a running dump is valid; its extack is valid or null.
-            unsafe {
-                let extack = (*cb).extack;
-                if !extack.is_null() {
-                    (*extack)._msg = c_str!("dump not implemented in this version of mrc")
-                        .as_char_ptr()
-                        .cast();
-                }
-            }
-            err::not_supported().to_errno()
-        }
-    };
-}
-
 genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
 genl_doit!(mrc_nl_conn_get_doit, genl_not_implemented);
 genl_doit!(mrc_nl_endpoint_add_doit, crate::mrc_net::genl_endpoint_add);
 genl_doit!(mrc_nl_endpoint_del_doit, crate::mrc_net::genl_endpoint_del);
 genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
 genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
-genl_dumpit_not_implemented!(mrc_nl_conn_get_dumpit);
+/// `dumpit` of `conn-get` in the generated ops table: no connection is
+/// tracked by the kernel yet.
+///
+/// # Safety
+///
+/// Called only by the generic netlink core for our family.
+#[no_mangle]
+unsafe extern "C" fn mrc_nl_conn_get_dumpit(
+    _skb: *mut bindings::sk_buff,
+    cb: *mut bindings::netlink_callback,
+) -> c_int {
+    // SAFETY: `cb` of a running dump is valid; its extack is valid or null
+    // and the message is a static string.
+    unsafe {
+        let extack = (*cb).extack;
+        if !extack.is_null() {
+            (*extack)._msg = c_str!("dump not implemented in this version of mrc")
+                .as_char_ptr()
+                .cast();
+        }
+    }
+    err::not_supported().to_errno()
+}
 /// `dumpit` of `endpoint-get` in the generated ops table.
 ///
 /// # Safety
