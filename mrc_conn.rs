@@ -19,6 +19,14 @@
 //!
 //! After any input or timer the glue drains events, then transmissions, then re-arms the timer.
 //!
+//! # Ports
+//!
+//! A socket address is an IP address and a 16-bit MRC port. The connecting end names both
+//! ports with [`Conn::set_ports`] before [`Conn::connect`]; the accepting end takes them from
+//! the SYN in [`Conn::accept`]. Every SYN and SYN_ACK carries the sender's port as `src_port`
+//! and the receiver's as `dst_port`; a SYN_ACK (or repeated SYN) whose ports are not this
+//! connection's, seen from the other end, is dropped as [`DropReason::Invalid`].
+//!
 //! # Message bytes stay in the glue
 //!
 //! The core never sees message contents. [`Conn::send_message`] takes a length and returns a
@@ -62,8 +70,13 @@
 //! # Size
 //!
 //! A `Conn` is about 121 KiB on a 64-bit target (the path table alone is about 60 KiB, the send
-//! ring 40 KiB); the kernel keeps it in a heap-allocated connection. No function keeps more than
-//! a few hundred bytes on its stack.
+//! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
+//! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
+//! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
+//! hundred bytes on its stack.
+
+use core::mem::MaybeUninit;
+use core::ptr::addr_of_mut;
 
 use super::mrc_path::{PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
 use super::mrc_proto::{
@@ -308,7 +321,7 @@ pub enum DropReason {
     OutOfWindow,
     /// DATA while the receive buffer is full.
     NoBuffer,
-    /// An acknowledgement of data never sent, or a handshake with the wrong numbers.
+    /// An acknowledgement of data never sent, or a handshake with the wrong numbers or ports.
     Invalid,
 }
 
@@ -582,6 +595,10 @@ pub struct Conn {
     /// This end entered CloseWait before closing: it needs no TimeWait.
     passive_close: bool,
     session_id: u64,
+    /// MRC port of this end's socket.
+    local_port: u16,
+    /// MRC port of the peer's socket.
+    peer_port: u16,
     paths: PathTable,
     local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
     peer_eps: [Option<Endpoint>; MAX_ENDPOINTS],
@@ -663,75 +680,202 @@ pub struct Conn {
     stats: ConnStats,
 }
 
+/// Names every field of [`Conn`] in an exhaustive pattern, so that adding a field stops the
+/// build here until [`Conn::init_in_place`], which must write each field, is updated as well.
+const _: fn(&Conn) = conn_fields_are_initialised;
+
+fn conn_fields_are_initialised(c: &Conn) {
+    let Conn {
+        cfg: _,
+        state: _,
+        passive_close: _,
+        session_id: _,
+        local_port: _,
+        peer_port: _,
+        paths: _,
+        local_eps: _,
+        peer_eps: _,
+        hs_due: _,
+        hs_deadline: _,
+        hs_backoff: _,
+        hs_sent_ns: _,
+        hs_path_id: _,
+        isn: _,
+        snd_una: _,
+        snd_nxt: _,
+        send: _,
+        tx_order: _,
+        peer_rwnd: _,
+        snd_unknown: _,
+        lost_count: _,
+        retx_cursor: _,
+        msgq: _,
+        msgq_head: _,
+        msgq_len: _,
+        msgq_head_id: _,
+        head_offset: _,
+        next_msg_id: _,
+        acked_msgs: _,
+        snd_buffered: _,
+        fin_queued: _,
+        fin_seq: _,
+        fin_acked: _,
+        rto_deadline: _,
+        rto_backoff: _,
+        persist: _,
+        persist_probe: _,
+        rack_order: _,
+        rack_deadline: _,
+        probe_due: _,
+        probe_nonce: _,
+        probe_replies: _,
+        probe_replies_len: _,
+        rst_due: _,
+        peer_isn: _,
+        rcv_nxt: _,
+        rcv_high: _,
+        recv: _,
+        rcv_held: _,
+        rcv_unread: _,
+        msg_first: _,
+        msg_len: _,
+        peer_fin: _,
+        peer_fin_done: _,
+        ack_pending: _,
+        ack_now: _,
+        ack_deadline: _,
+        unacked_pkts: _,
+        ack_path_id: _,
+        last_adv_rwnd: _,
+        tw_deadline: _,
+        last_now: _,
+        events: _,
+        ev_head: _,
+        ev_len: _,
+        stats: _,
+    } = c;
+}
+
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
+    ///
+    /// This returns about 121 KiB by value; where the stack is small (the kernel), use
+    /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
-        Conn {
-            cfg,
-            state: State::Idle,
-            passive_close: false,
-            session_id: 0,
-            paths: PathTable::new(cfg.path),
-            local_eps: [None; MAX_ENDPOINTS],
-            peer_eps: [None; MAX_ENDPOINTS],
-            hs_due: false,
-            hs_deadline: None,
-            hs_backoff: 0,
-            hs_sent_ns: 0,
-            hs_path_id: 0,
-            isn: 0,
-            snd_una: 0,
-            snd_nxt: 0,
-            send: [SendSlot::default(); WINDOW],
-            tx_order: 0,
-            peer_rwnd: 0,
-            snd_unknown: 0,
-            lost_count: 0,
-            retx_cursor: 0,
-            msgq: [0; MSG_QUEUE],
-            msgq_head: 0,
-            msgq_len: 0,
-            msgq_head_id: 0,
-            head_offset: 0,
-            next_msg_id: 0,
-            acked_msgs: 0,
-            snd_buffered: 0,
-            fin_queued: false,
-            fin_seq: None,
-            fin_acked: false,
-            rto_deadline: None,
-            rto_backoff: 0,
-            persist: false,
-            persist_probe: false,
-            rack_order: [0; MAX_PATHS],
-            rack_deadline: None,
-            probe_due: PathSet::EMPTY,
-            probe_nonce: 0,
-            probe_replies: [(0, Probe::default()); PROBE_REPLY_QUEUE],
-            probe_replies_len: 0,
-            rst_due: None,
-            peer_isn: 0,
-            rcv_nxt: 0,
-            rcv_high: 0,
-            recv: [RecvSlot::default(); WINDOW],
-            rcv_held: 0,
-            rcv_unread: 0,
-            msg_first: 0,
-            msg_len: 0,
-            peer_fin: None,
-            peer_fin_done: false,
-            ack_pending: false,
-            ack_now: false,
-            ack_deadline: None,
-            unacked_pkts: 0,
-            ack_path_id: 0,
-            last_adv_rwnd: 0,
-            tw_deadline: None,
-            last_now: 0,
-            events: [Event::Connected; EVENT_QUEUE],
-            ev_head: 0,
-            ev_len: 0,
-            stats: ConnStats::default(),
+        let mut slot = MaybeUninit::<Conn>::uninit();
+        Conn::init_in_place(&mut slot, cfg);
+        // SAFETY: `init_in_place` initialised every field of `slot`.
+        unsafe { slot.assume_init() }
+    }
+
+    /// Initialises a fresh connection in `slot`, the same as [`Conn::new`] returns, and returns
+    /// it.
+    ///
+    /// Fields are written one at a time and the arrays one element at a time, so no temporary
+    /// larger than a few hundred bytes is put on the stack: this is how the kernel sets up a
+    /// connection in heap memory. Whatever `slot` held before is overwritten without being
+    /// dropped (a `Conn` owns nothing that needs dropping).
+    pub fn init_in_place(slot: &mut MaybeUninit<Conn>, cfg: ConnConfig) -> &mut Conn {
+        let p = slot.as_mut_ptr();
+        // SAFETY: `p` comes from a `&mut MaybeUninit<Conn>`, so it is non-null, aligned and
+        // valid for writes of a `Conn`. `addr_of_mut!` projects to each field without creating
+        // a reference to uninitialised memory, and `write` does not read or drop the old
+        // contents. Each array is written element by element through a pointer to its first
+        // element, for indices below its length. `MaybeUninit<PathTable>` has the layout of
+        // `PathTable`, so the `paths` field may be viewed as one for `PathTable::init_in_place`.
+        // The list below names every field of `Conn` (checked by `conn_fields_are_initialised`).
+        unsafe {
+            addr_of_mut!((*p).cfg).write(cfg);
+            addr_of_mut!((*p).state).write(State::Idle);
+            addr_of_mut!((*p).passive_close).write(false);
+            addr_of_mut!((*p).session_id).write(0);
+            addr_of_mut!((*p).local_port).write(0);
+            addr_of_mut!((*p).peer_port).write(0);
+            PathTable::init_in_place(
+                &mut *addr_of_mut!((*p).paths).cast::<MaybeUninit<PathTable>>(),
+                cfg.path,
+            );
+            let local_eps = addr_of_mut!((*p).local_eps).cast::<Option<Endpoint>>();
+            let peer_eps = addr_of_mut!((*p).peer_eps).cast::<Option<Endpoint>>();
+            for i in 0..MAX_ENDPOINTS {
+                local_eps.add(i).write(None);
+                peer_eps.add(i).write(None);
+            }
+            addr_of_mut!((*p).hs_due).write(false);
+            addr_of_mut!((*p).hs_deadline).write(None);
+            addr_of_mut!((*p).hs_backoff).write(0);
+            addr_of_mut!((*p).hs_sent_ns).write(0);
+            addr_of_mut!((*p).hs_path_id).write(0);
+            addr_of_mut!((*p).isn).write(0);
+            addr_of_mut!((*p).snd_una).write(0);
+            addr_of_mut!((*p).snd_nxt).write(0);
+            let send = addr_of_mut!((*p).send).cast::<SendSlot>();
+            let recv = addr_of_mut!((*p).recv).cast::<RecvSlot>();
+            for i in 0..WINDOW {
+                send.add(i).write(SendSlot::default());
+                recv.add(i).write(RecvSlot::default());
+            }
+            addr_of_mut!((*p).tx_order).write(0);
+            addr_of_mut!((*p).peer_rwnd).write(0);
+            addr_of_mut!((*p).snd_unknown).write(0);
+            addr_of_mut!((*p).lost_count).write(0);
+            addr_of_mut!((*p).retx_cursor).write(0);
+            let msgq = addr_of_mut!((*p).msgq).cast::<u32>();
+            for i in 0..MSG_QUEUE {
+                msgq.add(i).write(0);
+            }
+            addr_of_mut!((*p).msgq_head).write(0);
+            addr_of_mut!((*p).msgq_len).write(0);
+            addr_of_mut!((*p).msgq_head_id).write(0);
+            addr_of_mut!((*p).head_offset).write(0);
+            addr_of_mut!((*p).next_msg_id).write(0);
+            addr_of_mut!((*p).acked_msgs).write(0);
+            addr_of_mut!((*p).snd_buffered).write(0);
+            addr_of_mut!((*p).fin_queued).write(false);
+            addr_of_mut!((*p).fin_seq).write(None);
+            addr_of_mut!((*p).fin_acked).write(false);
+            addr_of_mut!((*p).rto_deadline).write(None);
+            addr_of_mut!((*p).rto_backoff).write(0);
+            addr_of_mut!((*p).persist).write(false);
+            addr_of_mut!((*p).persist_probe).write(false);
+            let rack_order = addr_of_mut!((*p).rack_order).cast::<u64>();
+            for i in 0..MAX_PATHS {
+                rack_order.add(i).write(0);
+            }
+            addr_of_mut!((*p).rack_deadline).write(None);
+            addr_of_mut!((*p).probe_due).write(PathSet::EMPTY);
+            addr_of_mut!((*p).probe_nonce).write(0);
+            let probe_replies = addr_of_mut!((*p).probe_replies).cast::<(u32, Probe)>();
+            for i in 0..PROBE_REPLY_QUEUE {
+                probe_replies.add(i).write((0, Probe::default()));
+            }
+            addr_of_mut!((*p).probe_replies_len).write(0);
+            addr_of_mut!((*p).rst_due).write(None);
+            addr_of_mut!((*p).peer_isn).write(0);
+            addr_of_mut!((*p).rcv_nxt).write(0);
+            addr_of_mut!((*p).rcv_high).write(0);
+            addr_of_mut!((*p).rcv_held).write(0);
+            addr_of_mut!((*p).rcv_unread).write(0);
+            addr_of_mut!((*p).msg_first).write(0);
+            addr_of_mut!((*p).msg_len).write(0);
+            addr_of_mut!((*p).peer_fin).write(None);
+            addr_of_mut!((*p).peer_fin_done).write(false);
+            addr_of_mut!((*p).ack_pending).write(false);
+            addr_of_mut!((*p).ack_now).write(false);
+            addr_of_mut!((*p).ack_deadline).write(None);
+            addr_of_mut!((*p).unacked_pkts).write(0);
+            addr_of_mut!((*p).ack_path_id).write(0);
+            addr_of_mut!((*p).last_adv_rwnd).write(0);
+            addr_of_mut!((*p).tw_deadline).write(None);
+            addr_of_mut!((*p).last_now).write(0);
+            let events = addr_of_mut!((*p).events).cast::<Event>();
+            for i in 0..EVENT_QUEUE {
+                events.add(i).write(Event::Connected);
+            }
+            addr_of_mut!((*p).ev_head).write(0);
+            addr_of_mut!((*p).ev_len).write(0);
+            addr_of_mut!((*p).stats).write(ConnStats::default());
+            slot.assume_init_mut()
         }
     }
 
@@ -760,6 +904,31 @@ impl Conn {
     /// Returns the session id (zero before the handshake starts).
     pub fn session_id(&self) -> u64 {
         self.session_id
+    }
+
+    /// Returns the MRC port of this end's socket (zero until set or adopted).
+    pub fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// Returns the MRC port of the peer's socket (zero until set or adopted).
+    pub fn peer_port(&self) -> u16 {
+        self.peer_port
+    }
+
+    /// Sets the MRC ports of this end's socket and of the peer's, which every SYN and SYN_ACK
+    /// carries.
+    ///
+    /// The glue calls it before [`Conn::connect`]; [`Conn::accept`] takes the ports from the
+    /// SYN instead. A SYN_ACK is accepted only if it comes from `peer` to `local`.
+    pub fn set_ports(&mut self, local: u16, peer: u16) {
+        self.local_port = local;
+        self.peer_port = peer;
+    }
+
+    /// Returns whether a handshake body comes from the peer's port to this end's.
+    fn ports_match(&self, hs: &Handshake<'_>) -> bool {
+        hs.src_port == self.peer_port && hs.dst_port == self.local_port
     }
 
     /// Returns the path table.
@@ -882,7 +1051,8 @@ impl Conn {
     /// (both random, drawn by the glue) and the local `endpoints`.
     ///
     /// The glue adds at least one path to [`Conn::paths_mut`] first; the SYN goes on the first.
-    /// Only the low 61 bits of `isn` are used.
+    /// It names the ports with [`Conn::set_ports`] first too; the SYN carries the local port as
+    /// `src_port` and the peer's as `dst_port`. Only the low 61 bits of `isn` are used.
     pub fn connect(
         &mut self,
         now_ns: u64,
@@ -905,8 +1075,12 @@ impl Conn {
         Ok(())
     }
 
-    /// Starts a passive open from a received SYN: adopts its session id and answers SYN_ACK
-    /// with initial sequence number `isn` (random, drawn by the glue) and the local `endpoints`.
+    /// Starts a passive open from a received SYN: adopts its session id and ports and answers
+    /// SYN_ACK with initial sequence number `isn` (random, drawn by the glue) and the local
+    /// `endpoints`.
+    ///
+    /// The local port becomes the SYN's `dst_port` and the peer port its `src_port`, replacing
+    /// any set with [`Conn::set_ports`].
     ///
     /// The glue adds the path the SYN came on to [`Conn::paths_mut`] first. The connection
     /// becomes Established (and reports [`Event::Connected`]) when the peer's first ACK or DATA
@@ -936,6 +1110,8 @@ impl Conn {
             *slot = ep;
         }
         self.session_id = syn.header.session_id;
+        self.local_port = hs.dst_port;
+        self.peer_port = hs.src_port;
         self.start_send_side(isn);
         self.start_recv_side(hs.initial_seq);
         self.peer_rwnd = hs.rwnd;
@@ -1218,7 +1394,7 @@ impl Conn {
             n = n.saturating_add(1);
         }
         let eps = eps.get(..n).unwrap_or(&[]);
-        let hs = Handshake::new(self.isn, rwnd, eps);
+        let hs = Handshake::new(self.isn, rwnd, self.local_port, self.peer_port, eps);
         let (body, ack) = if self.state == State::SynSent {
             (Body::Syn(hs), 0)
         } else {
@@ -1532,7 +1708,10 @@ impl Conn {
             State::Idle | State::Closed(_) => Input::Dropped(DropReason::BadState),
             State::SynSent => self.input_syn_sent(now_ns, pkt),
             State::SynReceived => match pkt.body {
-                Body::Syn(_) => {
+                Body::Syn(hs) => {
+                    if !self.ports_match(&hs) {
+                        return Input::Dropped(DropReason::Invalid);
+                    }
                     // Our SYN_ACK was lost: send it again.
                     self.hs_due = true;
                     Input::Consumed
@@ -1581,7 +1760,7 @@ impl Conn {
     fn input_syn_sent(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
         match pkt.body {
             Body::SynAck(hs) => {
-                if pkt.header.ack != self.isn {
+                if pkt.header.ack != self.isn || !self.ports_match(&hs) {
                     return Input::Dropped(DropReason::Invalid);
                 }
                 for (slot, ep) in self
@@ -1620,7 +1799,10 @@ impl Conn {
                 Input::Consumed
             }
             Body::Syn(_) => Input::Dropped(DropReason::BadState),
-            Body::SynAck(_) => {
+            Body::SynAck(hs) => {
+                if !self.ports_match(&hs) {
+                    return Input::Dropped(DropReason::Invalid);
+                }
                 // Our handshake ACK was lost and the peer repeats its SYN_ACK.
                 if self.rcv_nxt == self.peer_isn {
                     self.ack_path_id = h.path_id;

@@ -39,6 +39,9 @@
 //! Since sends, acknowledgements and losses move the deadlines, the glue
 //! re-reads `next_timer` after reporting events.
 
+use core::mem::MaybeUninit;
+use core::ptr::addr_of_mut;
+
 use super::mrc_cc::{Cc, CcKind, CongestionControl};
 
 /// Largest number of paths one table holds.
@@ -488,6 +491,18 @@ pub struct TickResult {
     pub changed: PathSet,
 }
 
+/// Names every field of [`PathTable`] in an exhaustive pattern, so that adding a field stops the
+/// build here until [`PathTable::init_in_place`], which must write each field, is updated too.
+const _: fn(&PathTable) = table_fields_are_initialised;
+
+fn table_fields_are_initialised(t: &PathTable) {
+    let PathTable {
+        cfg: _,
+        slots: _,
+        len: _,
+    } = t;
+}
+
 /// The paths of one connection.
 ///
 /// The table is about `MAX_PATHS` times the size of a [`Path`] (tens of
@@ -502,13 +517,36 @@ pub struct PathTable {
 impl PathTable {
     /// Creates an empty table.
     ///
-    /// `miss_threshold` and `loss_burst` below 1 are treated as 1.
+    /// `miss_threshold` and `loss_burst` below 1 are treated as 1. This returns tens of KiB by
+    /// value; where the stack is small, use [`PathTable::init_in_place`] instead.
     pub fn new(cfg: PathConfig) -> Self {
-        const NONE: Option<Path> = None;
-        PathTable {
-            cfg,
-            slots: [NONE; MAX_PATHS],
-            len: 0,
+        let mut slot = MaybeUninit::<PathTable>::uninit();
+        PathTable::init_in_place(&mut slot, cfg);
+        // SAFETY: `init_in_place` initialised every field of `slot`.
+        unsafe { slot.assume_init() }
+    }
+
+    /// Initialises an empty table in `slot`, the same as [`PathTable::new`] returns, and
+    /// returns it.
+    ///
+    /// The path slots are written one at a time, so no temporary the size of the table is put
+    /// on the stack. Whatever `slot` held before is overwritten without being dropped (a
+    /// `PathTable` owns nothing that needs dropping).
+    pub fn init_in_place(slot: &mut MaybeUninit<PathTable>, cfg: PathConfig) -> &mut PathTable {
+        let p = slot.as_mut_ptr();
+        // SAFETY: `p` comes from a `&mut MaybeUninit<PathTable>`, so it is non-null, aligned
+        // and valid for writes of a `PathTable`. `addr_of_mut!` projects to each field without
+        // creating a reference to uninitialised memory, `write` does not read or drop the old
+        // contents, and the slots are written through a pointer to the first one for indices
+        // below `MAX_PATHS`. Every field is written (checked by `table_fields_are_initialised`).
+        unsafe {
+            addr_of_mut!((*p).cfg).write(cfg);
+            let slots = addr_of_mut!((*p).slots).cast::<Option<Path>>();
+            for i in 0..MAX_PATHS {
+                slots.add(i).write(None);
+            }
+            addr_of_mut!((*p).len).write(0);
+            slot.assume_init_mut()
         }
     }
 

@@ -41,10 +41,12 @@
 //!
 //! The bytes after the header (exactly `payload_len` of them) depend on the packet type:
 //!
-//! - SYN, SYN_ACK ([`Handshake`]): `initial_seq` u64, `rwnd` u32, endpoint count u8 (at most
-//!   [`MAX_ENDPOINTS`]), then per endpoint [`ENDPOINT_LEN`] bytes: family u8 (4 or 6), flags u8
-//!   (bit 0: backup, the others zero), port u16, address 16 bytes (IPv4 in the first 4 bytes,
-//!   the other 12 zero).
+//! - SYN, SYN_ACK ([`Handshake`]): `initial_seq` u64, `rwnd` u32, `src_port` u16, `dst_port`
+//!   u16, endpoint count u8 (at most [`MAX_ENDPOINTS`]), then per endpoint [`ENDPOINT_LEN`]
+//!   bytes: family u8 (4 or 6), flags u8 (bit 0: backup, the others zero), port u16, address 16
+//!   bytes (IPv4 in the first 4 bytes, the other 12 zero). `src_port` and `dst_port` are the
+//!   MRC ports of the sender and of the receiver: a socket address is an IP address and a
+//!   16-bit MRC port, and a listener picks the socket for a SYN by its `dst_port`.
 //! - ACK ([`Sack`]): `echo_ts` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
 //!   [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
 //!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
@@ -85,8 +87,9 @@ pub const MAX_ENDPOINTS: usize = 16;
 /// Length in bytes of one endpoint in a handshake body.
 pub const ENDPOINT_LEN: usize = 20;
 
-/// Length in bytes of the fixed part of a handshake body (before the endpoints).
-pub const HANDSHAKE_FIXED_LEN: usize = 13;
+/// Length in bytes of the fixed part of a handshake body (before the endpoints): `initial_seq`,
+/// `rwnd`, `src_port`, `dst_port` and the endpoint count.
+pub const HANDSHAKE_FIXED_LEN: usize = 17;
 
 /// Length in bytes of the fixed part of an ACK body (before the bitmap).
 pub const SACK_FIXED_LEN: usize = 22;
@@ -94,7 +97,8 @@ pub const SACK_FIXED_LEN: usize = 22;
 /// Length in bytes of a PROBE or PROBE_ACK body.
 pub const PROBE_LEN: usize = 16;
 
-/// Largest encoded size of any packet other than DATA, for sizing control packet buffers.
+/// Largest encoded size of any packet other than DATA, for sizing control packet buffers: a
+/// handshake with [`MAX_ENDPOINTS`] endpoints, 381 bytes.
 pub const MAX_CONTROL_PACKET_LEN: usize =
     HEADER_LEN + HANDSHAKE_FIXED_LEN + MAX_ENDPOINTS * ENDPOINT_LEN;
 
@@ -449,22 +453,35 @@ enum EndpointList<'a> {
     Slice(&'a [Endpoint]),
 }
 
-/// Body of SYN and SYN_ACK: initial sequence number, receive window and endpoint list.
+/// Body of SYN and SYN_ACK: initial sequence number, receive window, MRC ports and endpoint
+/// list.
 #[derive(Clone, Copy, Debug)]
 pub struct Handshake<'a> {
     /// Sequence number of the sender's first packet.
     pub initial_seq: u64,
     /// Sender's receive window in bytes.
     pub rwnd: u32,
+    /// MRC port of the sender's socket.
+    pub src_port: u16,
+    /// MRC port of the receiver's socket; a listener demultiplexes SYNs by it.
+    pub dst_port: u16,
     list: EndpointList<'a>,
 }
 
 impl<'a> Handshake<'a> {
-    /// Returns a handshake body for encoding with the given endpoints.
-    pub const fn new(initial_seq: u64, rwnd: u32, endpoints: &'a [Endpoint]) -> Handshake<'a> {
+    /// Returns a handshake body for encoding with the given ports and endpoints.
+    pub const fn new(
+        initial_seq: u64,
+        rwnd: u32,
+        src_port: u16,
+        dst_port: u16,
+        endpoints: &'a [Endpoint],
+    ) -> Handshake<'a> {
         Handshake {
             initial_seq,
             rwnd,
+            src_port,
+            dst_port,
             list: EndpointList::Slice(endpoints),
         }
     }
@@ -508,6 +525,8 @@ impl<'a> Handshake<'a> {
         let count = u8::try_from(self.endpoint_count()).map_err(|_| EncodeError::BadHandshake)?;
         w.put(&self.initial_seq.to_be_bytes())?;
         w.put(&self.rwnd.to_be_bytes())?;
+        w.put(&self.src_port.to_be_bytes())?;
+        w.put(&self.dst_port.to_be_bytes())?;
         w.put(&[count])?;
         match self.list {
             EndpointList::Wire(bytes) => w.put(bytes)?,
@@ -524,6 +543,8 @@ impl<'a> Handshake<'a> {
         let mut r = Reader::new(payload);
         let initial_seq = r.u64().ok_or(DecodeError::BadHandshake)?;
         let rwnd = r.u32().ok_or(DecodeError::BadHandshake)?;
+        let src_port = r.u16().ok_or(DecodeError::BadHandshake)?;
+        let dst_port = r.u16().ok_or(DecodeError::BadHandshake)?;
         let count = usize::from(r.u8().ok_or(DecodeError::BadHandshake)?);
         let rest = r.rest();
         if count > MAX_ENDPOINTS || count.checked_mul(ENDPOINT_LEN) != Some(rest.len()) {
@@ -538,6 +559,8 @@ impl<'a> Handshake<'a> {
         Ok(Handshake {
             initial_seq,
             rwnd,
+            src_port,
+            dst_port,
             list: EndpointList::Wire(rest),
         })
     }
@@ -547,6 +570,8 @@ impl PartialEq for Handshake<'_> {
     fn eq(&self, other: &Self) -> bool {
         self.initial_seq == other.initial_seq
             && self.rwnd == other.rwnd
+            && self.src_port == other.src_port
+            && self.dst_port == other.dst_port
             && self.endpoint_count() == other.endpoint_count()
             && self.endpoints().eq(other.endpoints())
     }

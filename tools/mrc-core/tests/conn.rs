@@ -4,13 +4,15 @@
 //! Each test wires two cores (or one core and hand-made packets) together by hand, so every
 //! packet and every timer is explicit.
 
+use std::mem::MaybeUninit;
+
 use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, SendError, State,
     Transmit, MIN_TX_BUF, WINDOW,
 };
-use mrc_core::mrc_path::{PathIds, PathState};
+use mrc_core::mrc_path::{PathConfig, PathIds, PathState};
 use mrc_core::mrc_proto::{
-    self, decode, Body, Flags, Handshake, Header, PacketType, Sack, HEADER_LEN,
+    self, decode, Body, Endpoint, Flags, Handshake, Header, PacketType, Sack, HEADER_LEN,
 };
 
 const US: u64 = 1_000;
@@ -19,11 +21,40 @@ const PATH_ID: u32 = 7;
 const SESSION: u64 = 0x1234_5678_9ABC_DEF0;
 const CLIENT_ISN: u64 = 1000;
 const SERVER_ISN: u64 = 5000;
+const CLIENT_PORT: u16 = 4791;
+const SERVER_PORT: u16 = 80;
 /// DATA payload with the default 1400-byte MTU.
 const MSS: usize = 1400 - HEADER_LEN;
 
 fn new_conn(cfg: ConnConfig) -> Box<Conn> {
-    let mut c = Box::new(Conn::new(cfg));
+    with_path(Box::new(Conn::new(cfg)))
+}
+
+/// Returns a connection built by `Conn::init_in_place` in heap memory filled with 0xAA bytes.
+///
+/// The memory comes straight from the allocator, so nothing the size of a `Conn` is ever on the
+/// stack.
+fn in_place(cfg: ConnConfig) -> Box<Conn> {
+    let layout = std::alloc::Layout::new::<Conn>();
+    // SAFETY: `Conn` is not zero-sized.
+    let raw = unsafe { std::alloc::alloc(layout) }.cast::<MaybeUninit<Conn>>();
+    if raw.is_null() {
+        std::alloc::handle_alloc_error(layout);
+    }
+    // SAFETY: `raw` is a fresh allocation with the layout of `Conn` (which `MaybeUninit<Conn>`
+    // shares), and a `MaybeUninit` may hold any bytes.
+    let slot = unsafe {
+        std::ptr::write_bytes(raw, 0xAA, 1);
+        &mut *raw
+    };
+    Conn::init_in_place(slot, cfg);
+    // SAFETY: `init_in_place` initialised the `Conn`, which was allocated by the global
+    // allocator with the layout of `Conn`, as `Box<Conn>` expects.
+    unsafe { Box::from_raw(raw.cast::<Conn>()) }
+}
+
+/// Adds the test path to a connection.
+fn with_path(mut c: Box<Conn>) -> Box<Conn> {
     c.paths_mut()
         .add(
             0,
@@ -94,13 +125,19 @@ fn events(c: &mut Conn) -> Vec<Event> {
 
 /// Runs the handshake with no loss at the given one-way delay; returns (client, server).
 fn established_with(cfg: ConnConfig, server_cfg: ConnConfig) -> (Box<Conn>, Box<Conn>) {
-    let mut client = new_conn(cfg);
-    let mut server = new_conn(server_cfg);
+    handshake(new_conn(cfg), new_conn(server_cfg))
+}
+
+/// Runs the handshake between two fresh cores with no loss; returns (client, server).
+fn handshake(mut client: Box<Conn>, mut server: Box<Conn>) -> (Box<Conn>, Box<Conn>) {
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
     client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
     let syn = drain(&mut client, 0);
     assert_eq!(syn.len(), 1);
     let pkt = decode(&syn[0]).unwrap();
     server.accept(10 * US, &pkt, SERVER_ISN, &[]).unwrap();
+    assert_eq!(server.local_port(), SERVER_PORT);
+    assert_eq!(server.peer_port(), CLIENT_PORT);
     let synack = drain(&mut server, 10 * US);
     assert_eq!(synack.len(), 1);
     feed(&mut client, 20 * US, &synack[0]);
@@ -152,6 +189,10 @@ fn handshake_packets_carry_session_isn_and_window() {
     let mut client = new_conn(ConnConfig::default());
     let mut server = new_conn(ConnConfig::default());
     assert_eq!(client.state(), State::Idle);
+    assert_eq!((client.local_port(), client.peer_port()), (0, 0));
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    assert_eq!(client.local_port(), CLIENT_PORT);
+    assert_eq!(client.peer_port(), SERVER_PORT);
     client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
     assert_eq!(client.state(), State::SynSent);
     assert_eq!(
@@ -167,13 +208,18 @@ fn handshake_packets_carry_session_isn_and_window() {
     };
     assert_eq!(hs.initial_seq, CLIENT_ISN);
     assert_eq!(hs.rwnd, ConnConfig::default().rcvbuf);
+    assert_eq!((hs.src_port, hs.dst_port), (CLIENT_PORT, SERVER_PORT));
 
     server.accept(0, &pkt, SERVER_ISN, &[]).unwrap();
     assert_eq!(server.state(), State::SynReceived);
     assert_eq!(server.session_id(), SESSION);
     let synack = drain(&mut server, 0);
     let p = decode(&synack[0]).unwrap();
-    assert!(matches!(p.body, Body::SynAck(h) if h.initial_seq == SERVER_ISN));
+    let Body::SynAck(h) = p.body else {
+        panic!("not a SYN_ACK: {p:?}")
+    };
+    assert_eq!(h.initial_seq, SERVER_ISN);
+    assert_eq!((h.src_port, h.dst_port), (SERVER_PORT, CLIENT_PORT));
     assert_eq!(p.header.ack, CLIENT_ISN);
 
     assert_eq!(feed(&mut client, 100 * US, &synack[0]), Input::Consumed);
@@ -347,6 +393,120 @@ fn wrong_session_is_dropped() {
         feed(&mut client, 0, &syn[0]),
         Input::Dropped(DropReason::WrongSession)
     );
+}
+
+/// Re-encodes a SYN or SYN_ACK with other ports, everything else unchanged.
+fn with_ports(bytes: &[u8], src_port: u16, dst_port: u16) -> Vec<u8> {
+    let pkt = decode(bytes).unwrap();
+    let hs = match pkt.body {
+        Body::Syn(hs) | Body::SynAck(hs) => hs,
+        _ => panic!("not a handshake: {pkt:?}"),
+    };
+    let eps: Vec<Endpoint> = hs.endpoints().collect();
+    let hs = Handshake::new(hs.initial_seq, hs.rwnd, src_port, dst_port, &eps);
+    let body = match pkt.body {
+        Body::Syn(_) => Body::Syn(hs),
+        _ => Body::SynAck(hs),
+    };
+    let mut buf = vec![0u8; MIN_TX_BUF];
+    let n = mrc_proto::encode(&pkt.header, &body, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn accept_adopts_ports_from_syn() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    // Whatever the glue set before, the SYN decides.
+    server.set_ports(1, 2);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    assert_eq!(server.local_port(), SERVER_PORT);
+    assert_eq!(server.peer_port(), CLIENT_PORT);
+    let synack = drain(&mut server, 0);
+    let Body::SynAck(hs) = decode(&synack[0]).unwrap().body else {
+        panic!("not a SYN_ACK")
+    };
+    assert_eq!((hs.src_port, hs.dst_port), (SERVER_PORT, CLIENT_PORT));
+    assert_eq!(feed(&mut client, 0, &synack[0]), Input::Consumed);
+    assert_eq!(client.state(), State::Established);
+    // The client's ports are unchanged by the handshake.
+    assert_eq!(client.local_port(), CLIENT_PORT);
+    assert_eq!(client.peer_port(), SERVER_PORT);
+}
+
+#[test]
+fn synack_with_wrong_ports_is_dropped() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let synack = drain(&mut server, 0);
+    let wrong = [
+        (SERVER_PORT + 1, CLIENT_PORT),
+        (SERVER_PORT, CLIENT_PORT + 1),
+        (CLIENT_PORT, SERVER_PORT),
+        (0, 0),
+    ];
+    for (src, dst) in wrong {
+        let bad = with_ports(&synack[0], src, dst);
+        assert_eq!(
+            feed(&mut client, 10 * US, &bad),
+            Input::Dropped(DropReason::Invalid),
+            "ports {src} -> {dst}"
+        );
+        assert_eq!(client.state(), State::SynSent);
+        assert!(client.peer_endpoints().next().is_none());
+    }
+    assert!(drain(&mut client, 10 * US).is_empty());
+    assert!(events(&mut client).is_empty());
+    // The right SYN_ACK still completes the handshake.
+    assert_eq!(feed(&mut client, 20 * US, &synack[0]), Input::Consumed);
+    assert_eq!(client.state(), State::Established);
+    let ack = drain(&mut client, 20 * US);
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    // A repeated SYN_ACK with the wrong ports does not draw an ACK; with the right ones it does.
+    let bad = with_ports(&synack[0], SERVER_PORT, CLIENT_PORT + 1);
+    assert_eq!(
+        feed(&mut client, 30 * US, &bad),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert!(drain(&mut client, 30 * US).is_empty());
+    assert_eq!(feed(&mut client, 40 * US, &synack[0]), Input::Consumed);
+    let re = drain(&mut client, 40 * US);
+    assert_eq!(re.len(), 1);
+    assert_eq!(kind(&re[0]), PacketType::Ack);
+}
+
+#[test]
+fn repeated_syn_with_wrong_ports_is_dropped() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let _lost = drain(&mut server, 0);
+    let other = with_ports(&syn[0], CLIENT_PORT + 1, SERVER_PORT);
+    assert_eq!(
+        feed(&mut server, 10 * US, &other),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert!(drain(&mut server, 10 * US).is_empty());
+    assert_eq!(feed(&mut server, 20 * US, &syn[0]), Input::Consumed);
+    let synack = drain(&mut server, 20 * US);
+    assert_eq!(kind(&synack[0]), PacketType::SynAck);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -997,7 +1157,6 @@ fn poll_transmit_needs_a_large_enough_buffer() {
 
 #[test]
 fn handshake_endpoints_are_exchanged() {
-    use mrc_core::mrc_proto::Endpoint;
     let eps_c = [Endpoint::v4([10, 0, 0, 1], 6000, false)];
     let eps_s = [
         Endpoint::v4([10, 0, 1, 1], 6000, false),
@@ -1009,7 +1168,7 @@ fn handshake_endpoints_are_exchanged() {
     let syn = drain(&mut client, 0);
     let pkt = decode(&syn[0]).unwrap();
     let Body::Syn(hs) = pkt.body else { panic!() };
-    assert_eq!(hs, Handshake::new(CLIENT_ISN, hs.rwnd, &eps_c));
+    assert_eq!(hs, Handshake::new(CLIENT_ISN, hs.rwnd, 0, 0, &eps_c));
     server.accept(0, &pkt, SERVER_ISN, &eps_s).unwrap();
     assert_eq!(server.peer_endpoints().collect::<Vec<_>>(), eps_c.to_vec());
     let synack = drain(&mut server, 0);
@@ -1056,11 +1215,17 @@ fn random_packets_never_panic() {
                 },
                 payload_len: 0,
             };
+            // Mostly the right ports for one of the two ends, sometimes arbitrary ones.
+            let (src_port, dst_port) = match rnd() % 4 {
+                0 => (rnd() as u16, rnd() as u16),
+                1 => (CLIENT_PORT, SERVER_PORT),
+                _ => (SERVER_PORT, CLIENT_PORT),
+            };
             let bitmap: Vec<u8> = (0..rnd() % 129).map(|_| rnd() as u8).collect();
             let payload: Vec<u8> = vec![0xAB; (rnd() % 1500) as usize];
             let body = match rnd() % 8 {
-                0 => Body::Syn(Handshake::new(rnd(), rnd() as u32, &[])),
-                1 => Body::SynAck(Handshake::new(rnd(), rnd() as u32, &[])),
+                0 => Body::Syn(Handshake::new(rnd(), rnd() as u32, src_port, dst_port, &[])),
+                1 => Body::SynAck(Handshake::new(rnd(), rnd() as u32, src_port, dst_port, &[])),
                 2 | 3 => Body::Ack(Sack::new(rnd(), rnd() as u32, h.ack, &bitmap)),
                 4 => Body::Data(&payload),
                 5 => Body::Fin,
@@ -1108,6 +1273,95 @@ fn random_packets_never_panic() {
         }
         let _ = round;
     }
+}
+
+#[test]
+fn init_in_place_equals_new() {
+    let odd = ConnConfig {
+        mtu: 9000,
+        rcvbuf: 12345,
+        ack_every: 5,
+        path: PathConfig {
+            mss: 8000,
+            miss_threshold: 7,
+            ..PathConfig::default()
+        },
+        ..ConnConfig::default()
+    };
+    for cfg in [ConnConfig::default(), odd] {
+        let fresh = Conn::new(cfg);
+        let placed = in_place(cfg);
+        assert_eq!(format!("{placed:?}"), format!("{fresh:?}"));
+        assert_eq!(placed.config(), &cfg);
+        assert_eq!(placed.paths().config(), &cfg.path);
+        assert_eq!(placed.state(), State::Idle);
+        assert!(placed.paths().is_empty());
+        assert_eq!((placed.local_port(), placed.peer_port()), (0, 0));
+    }
+}
+
+#[test]
+fn init_in_place_fits_a_small_stack() {
+    // A `Conn` is about 121 KiB, so building one by value on this 64 KiB stack would overflow.
+    let t = std::thread::Builder::new()
+        .stack_size(64 * 1024)
+        .spawn(|| {
+            let c = in_place(ConnConfig::default());
+            c.state() == State::Idle && c.paths().is_empty()
+        })
+        .unwrap();
+    assert!(t.join().unwrap());
+    assert!(std::mem::size_of::<Conn>() > 64 * 1024);
+}
+
+#[test]
+fn init_in_place_overwrites_a_used_connection() {
+    // The same memory reinitialised after use behaves as new.
+    let (mut client, _server) = established();
+    client.send_message(5000).unwrap();
+    let _ = drain(&mut client, MS);
+    let cfg = ConnConfig::default();
+    let raw = Box::into_raw(client).cast::<MaybeUninit<Conn>>();
+    // SAFETY: `raw` comes from a `Box<Conn>`, which has the layout of `MaybeUninit<Conn>`.
+    let mut slot = unsafe { Box::from_raw(raw) };
+    let c = Conn::init_in_place(&mut slot, cfg);
+    assert_eq!(format!("{c:?}"), format!("{:?}", Conn::new(cfg)));
+}
+
+#[test]
+fn connections_built_in_place_behave_as_new() {
+    // The same script on two pairs built either way ends in the same state.
+    let run = |client: Box<Conn>, server: Box<Conn>| {
+        let (mut client, mut server) = handshake(with_path(client), with_path(server));
+        for len in [1, 3000, 70_000] {
+            client.send_message(len).unwrap();
+            server.send_message(len / 2 + 1).unwrap();
+        }
+        let mut now = MS;
+        for _ in 0..200 {
+            exchange(&mut client, &mut server, now);
+            for c in [&mut client, &mut server] {
+                for ev in events(c) {
+                    if let Event::Message { len, .. } = ev {
+                        c.release_recv(u64::from(len));
+                    }
+                }
+                c.on_timeout(now);
+            }
+            now += 100 * US;
+        }
+        client.close(now);
+        server.close(now);
+        exchange(&mut client, &mut server, now);
+        assert!(client.all_acked() && server.all_acked());
+        (format!("{client:?}"), format!("{server:?}"))
+    };
+    let cfg = ConnConfig::default();
+    let by_value = run(Box::new(Conn::new(cfg)), Box::new(Conn::new(cfg)));
+    let placed = run(in_place(cfg), in_place(cfg));
+    assert_eq!(placed, by_value);
+    let mixed = run(in_place(cfg), Box::new(Conn::new(cfg)));
+    assert_eq!(mixed, by_value);
 }
 
 #[test]

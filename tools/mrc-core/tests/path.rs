@@ -132,6 +132,28 @@ fn add_remove_find_iterate() {
 }
 
 #[test]
+fn init_in_place_equals_new() {
+    let cfg = PathConfig {
+        mss: 9000,
+        miss_threshold: 5,
+        ..PathConfig::default()
+    };
+    let mut slot: Box<std::mem::MaybeUninit<PathTable>> = Box::new(std::mem::MaybeUninit::uninit());
+    // SAFETY: the box holds room for one `PathTable`, and a `MaybeUninit` may hold any bytes.
+    unsafe { std::ptr::write_bytes(slot.as_mut_ptr(), 0xAA, 1) };
+    let t = PathTable::init_in_place(&mut slot, cfg);
+    assert_eq!(format!("{t:?}"), format!("{:?}", PathTable::new(cfg)));
+    assert!(t.is_empty());
+    assert_eq!(t.config(), &cfg);
+    assert_eq!(t.iter().count(), 0);
+    // Every slot is free and usable.
+    for i in 0..MAX_PATHS as u32 {
+        assert_eq!(t.add(0, ids(i), false), Some(i as PathIdx));
+    }
+    assert_eq!(t.get(3).unwrap().cwnd(), 10 * 9000);
+}
+
+#[test]
 fn path_set_operations() {
     let mut s = PathSet::EMPTY;
     assert!(s.is_empty());

@@ -7,8 +7,10 @@ use proptest::prelude::*;
 /// Owned form of a body, so strategies can generate the borrowed parts.
 #[derive(Clone, Debug)]
 enum OwnedBody {
-    Syn(u64, u32, Vec<Endpoint>),
-    SynAck(u64, u32, Vec<Endpoint>),
+    /// initial_seq, rwnd, src_port, dst_port, endpoints.
+    Syn(u64, u32, u16, u16, Vec<Endpoint>),
+    /// initial_seq, rwnd, src_port, dst_port, endpoints.
+    SynAck(u64, u32, u16, u16, Vec<Endpoint>),
     /// echo_ts, rwnd, offset of base above ack, bitmap.
     Ack(u64, u32, u64, Vec<u8>),
     Data(Vec<u8>),
@@ -21,8 +23,12 @@ enum OwnedBody {
 impl OwnedBody {
     fn as_body(&self, ack: u64) -> Body<'_> {
         match self {
-            OwnedBody::Syn(seq, rwnd, eps) => Body::Syn(Handshake::new(*seq, *rwnd, eps)),
-            OwnedBody::SynAck(seq, rwnd, eps) => Body::SynAck(Handshake::new(*seq, *rwnd, eps)),
+            OwnedBody::Syn(seq, rwnd, src, dst, eps) => {
+                Body::Syn(Handshake::new(*seq, *rwnd, *src, *dst, eps))
+            }
+            OwnedBody::SynAck(seq, rwnd, src, dst, eps) => {
+                Body::SynAck(Handshake::new(*seq, *rwnd, *src, *dst, eps))
+            }
             OwnedBody::Ack(ts, rwnd, off, bitmap) => {
                 Body::Ack(Sack::new(*ts, *rwnd, ack.saturating_add(*off), bitmap))
             }
@@ -52,8 +58,22 @@ fn endpoint() -> impl Strategy<Value = Endpoint> {
 fn body() -> impl Strategy<Value = OwnedBody> {
     let eps = || prop::collection::vec(endpoint(), 0..=MAX_ENDPOINTS);
     prop_oneof![
-        (any::<u64>(), any::<u32>(), eps()).prop_map(|(s, r, e)| OwnedBody::Syn(s, r, e)),
-        (any::<u64>(), any::<u32>(), eps()).prop_map(|(s, r, e)| OwnedBody::SynAck(s, r, e)),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u16>(),
+            eps()
+        )
+            .prop_map(|(s, r, sp, dp, e)| OwnedBody::Syn(s, r, sp, dp, e)),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u16>(),
+            eps()
+        )
+            .prop_map(|(s, r, sp, dp, e)| OwnedBody::SynAck(s, r, sp, dp, e)),
         (
             any::<u64>(),
             any::<u32>(),
@@ -142,6 +162,34 @@ proptest! {
         prop_assert_eq!(peek_header(&bytes), Ok(want));
         // Re-encoding what was decoded gives the same bytes.
         prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+    }
+
+    #[test]
+    fn handshake_ports_round_trip(
+        syn in any::<bool>(),
+        src_port in any::<u16>(),
+        dst_port in any::<u16>(),
+        initial_seq in any::<u64>(),
+        rwnd in any::<u32>(),
+        eps in prop::collection::vec(endpoint(), 0..=MAX_ENDPOINTS),
+    ) {
+        let hs = Handshake::new(initial_seq, rwnd, src_port, dst_port, &eps);
+        let body = if syn { Body::Syn(hs) } else { Body::SynAck(hs) };
+        let h = Header { session_id: 1, ..Header::default() };
+        let bytes = encode_vec(&h, &body);
+        let pkt = decode(&bytes).expect("encoded handshake decodes");
+        let (Body::Syn(got) | Body::SynAck(got)) = pkt.body else {
+            panic!("not a handshake: {:?}", pkt.body);
+        };
+        prop_assert_eq!(got.src_port, src_port);
+        prop_assert_eq!(got.dst_port, dst_port);
+        prop_assert_eq!(got.initial_seq, initial_seq);
+        prop_assert_eq!(got.rwnd, rwnd);
+        prop_assert_eq!(got.endpoints().collect::<Vec<_>>(), eps);
+        // Network byte order, right after `rwnd`.
+        let off = HEADER_LEN + 12;
+        prop_assert_eq!(&bytes[off..off + 2], &src_port.to_be_bytes());
+        prop_assert_eq!(&bytes[off + 2..off + 4], &dst_port.to_be_bytes());
     }
 
     #[test]

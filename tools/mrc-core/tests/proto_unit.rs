@@ -164,8 +164,8 @@ fn round_trip_every_type() {
     let bitmap = [0b0000_0101u8, 0, 0x80];
     let probe = Probe { nonce: 7, ts: 99 };
     let bodies = [
-        Body::Syn(Handshake::new(5, 1 << 20, &eps)),
-        Body::SynAck(Handshake::new(u64::MAX, 0, &[])),
+        Body::Syn(Handshake::new(5, 1 << 20, 4791, 80, &eps)),
+        Body::SynAck(Handshake::new(u64::MAX, 0, u16::MAX, 0, &[])),
         Body::Ack(Sack::new(123_456_789, 65536, 1001, &bitmap)),
         Body::Ack(Sack::new(0, 0, 1000, &[])),
         Body::Data(b"hello, world"),
@@ -225,17 +225,67 @@ fn handshake_endpoints_decode() {
             }
         })
         .collect();
-    let bytes = round_trip(&header(), &Body::Syn(Handshake::new(42, 9999, &eps)));
+    let bytes = round_trip(
+        &header(),
+        &Body::Syn(Handshake::new(42, 9999, 1000, 2000, &eps)),
+    );
     assert_eq!(bytes.len(), MAX_CONTROL_PACKET_LEN);
+    assert_eq!(MAX_CONTROL_PACKET_LEN, 381);
     let Body::Syn(hs) = decode(&bytes).unwrap().body else {
         panic!("not a SYN");
     };
     assert_eq!(hs.initial_seq, 42);
     assert_eq!(hs.rwnd, 9999);
+    assert_eq!((hs.src_port, hs.dst_port), (1000, 2000));
     assert_eq!(hs.endpoint_count(), MAX_ENDPOINTS);
     assert_eq!(hs.endpoints().collect::<Vec<_>>(), eps);
     assert_eq!(eps[0].ipv4(), Some([192, 168, 0, 1]));
     assert_eq!(eps[1].ipv4(), None);
+}
+
+#[test]
+fn golden_handshake_layout_with_ports() {
+    let eps = [Endpoint::v4([10, 1, 2, 3], 0x1770, true)];
+    let h = Header {
+        flags: Flags::new(PacketType::SynAck),
+        ..header()
+    };
+    let hs = Handshake::new(0x0102_0304_0506_0708, 0x0A0B_0C0D, 0xBEEF, 0x0050, &eps);
+    let bytes = round_trip(&h, &Body::SynAck(hs));
+    assert_eq!(HANDSHAKE_FIXED_LEN, 17);
+    assert_eq!(bytes.len(), HEADER_LEN + HANDSHAKE_FIXED_LEN + ENDPOINT_LEN);
+    assert_eq!(&bytes[6..8], &[0, 2]);
+    #[rustfmt::skip]
+    let body = [
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // initial_seq
+        0x0A, 0x0B, 0x0C, 0x0D, // rwnd
+        0xBE, 0xEF, // src_port
+        0x00, 0x50, // dst_port
+        0x01, // endpoint count
+        0x04, 0x01, 0x17, 0x70, // family, flags (backup), port
+        10, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, // address
+    ];
+    assert_eq!(&bytes[HEADER_LEN..], &body);
+}
+
+#[test]
+fn handshake_ports_round_trip() {
+    for (src, dst) in [(0, 0), (1, u16::MAX), (u16::MAX, 1), (0x1234, 0x5678)] {
+        for syn in [true, false] {
+            let hs = Handshake::new(7, 8, src, dst, &[]);
+            let body = if syn { Body::Syn(hs) } else { Body::SynAck(hs) };
+            let bytes = round_trip(&header(), &body);
+            let (Body::Syn(got) | Body::SynAck(got)) = decode(&bytes).unwrap().body else {
+                panic!("not a handshake");
+            };
+            assert_eq!((got.src_port, got.dst_port), (src, dst));
+        }
+    }
+    // Ports take part in equality.
+    let a = Handshake::new(1, 2, 3, 4, &[]);
+    assert_eq!(a, Handshake::new(1, 2, 3, 4, &[]));
+    assert_ne!(a, Handshake::new(1, 2, 4, 4, &[]));
+    assert_ne!(a, Handshake::new(1, 2, 3, 3, &[]));
 }
 
 #[test]
@@ -535,8 +585,8 @@ fn err_bad_handshake() {
         Endpoint::v4([10, 0, 0, 1], 1, false),
         Endpoint::v4([10, 0, 0, 2], 2, true),
     ];
-    let ok = valid(&Body::SynAck(Handshake::new(1, 2, &eps)));
-    let count_off = HEADER_LEN + 12;
+    let ok = valid(&Body::SynAck(Handshake::new(1, 2, 3, 4, &eps)));
+    let count_off = HEADER_LEN + 16;
     let ep0 = HEADER_LEN + HANDSHAKE_FIXED_LEN;
 
     let mut mutations: Vec<Mutation> = vec![
@@ -556,7 +606,9 @@ fn err_bad_handshake() {
         Box::new(|b| {
             b.pop();
         }),
-        // Truncated fixed part.
+        // Truncated fixed part: in the ports, before the count.
+        Box::new(|b| b.truncate(HEADER_LEN + 16)),
+        Box::new(|b| b.truncate(HEADER_LEN + 13)),
         Box::new(|b| b.truncate(HEADER_LEN + 12)),
         Box::new(|b| b.truncate(HEADER_LEN)),
     ];
@@ -574,10 +626,16 @@ fn err_bad_handshake() {
     let mut out = [0u8; 1024];
     let h = header();
     assert_eq!(
-        encode(&h, &Body::Syn(Handshake::new(0, 0, &many)), &mut out),
+        encode(&h, &Body::Syn(Handshake::new(0, 0, 0, 0, &many)), &mut out),
         Err(EncodeError::BadHandshake)
     );
-    let mut b = valid(&Body::Syn(Handshake::new(0, 0, &many[..MAX_ENDPOINTS])));
+    let mut b = valid(&Body::Syn(Handshake::new(
+        0,
+        0,
+        0,
+        0,
+        &many[..MAX_ENDPOINTS],
+    )));
     b.extend_from_within(ep0..ep0 + ENDPOINT_LEN);
     b[count_off] = (MAX_ENDPOINTS + 1) as u8;
     let n = (b.len() - HEADER_LEN) as u32;
@@ -595,7 +653,7 @@ fn err_bad_handshake() {
     for ep in [bad_v4, bad_family] {
         assert!(!ep.is_valid());
         assert_eq!(
-            encode(&h, &Body::Syn(Handshake::new(0, 0, &[ep])), &mut out),
+            encode(&h, &Body::Syn(Handshake::new(0, 0, 0, 0, &[ep])), &mut out),
             Err(EncodeError::BadHandshake)
         );
     }

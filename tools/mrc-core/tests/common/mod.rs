@@ -29,6 +29,10 @@ pub const US: u64 = 1_000;
 pub const MS: u64 = 1_000_000;
 /// One second in nanoseconds.
 pub const SEC: u64 = 1_000_000_000;
+/// MRC port of the client's socket.
+pub const CLIENT_PORT: u16 = 40_000;
+/// MRC port the server listens on.
+pub const SERVER_PORT: u16 = 7;
 
 /// SplitMix64: small, fast, good enough for test schedules.
 #[derive(Clone, Debug)]
@@ -321,6 +325,7 @@ impl Sim {
         }
         let session = rng.next_u64();
         let isn = rng.next_u64();
+        client.conn.set_ports(CLIENT_PORT, SERVER_PORT);
         client.conn.connect(0, session, isn, &[]).expect("connect");
         let server = Node::new(cfg.conn);
         let n = cfg.paths.len();
@@ -438,8 +443,13 @@ impl Sim {
         let now = self.now;
         let node = &mut self.nodes[to];
         if node.conn.state() == State::Idle {
-            // The listener: a SYN creates the connection.
-            if !matches!(pkt.body, Body::Syn(_)) {
+            // The listener on SERVER_PORT: a SYN for it creates the connection.
+            let Body::Syn(hs) = pkt.body else {
+                return;
+            };
+            if hs.dst_port != SERVER_PORT {
+                self.violations
+                    .push(format!("SYN for port {}", hs.dst_port));
                 return;
             }
             for i in 0..self.cfg.paths.len() {
@@ -448,6 +458,14 @@ impl Sim {
             let isn = self.rng.next_u64();
             if let Err(e) = self.nodes[to].conn.accept(now, &pkt, isn, &[]) {
                 self.violations.push(format!("accept failed: {e:?}"));
+            }
+            let conn = &self.nodes[to].conn;
+            if (conn.local_port(), conn.peer_port()) != (SERVER_PORT, CLIENT_PORT) {
+                self.violations.push(format!(
+                    "accepted with ports {} <- {}",
+                    conn.local_port(),
+                    conn.peer_port()
+                ));
             }
             self.service(to);
             return;
