@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: GPL-2.0
+//! The work of one connection, on the client and on the server.
+
+use crate::error::{Error, Result};
+use crate::hello::{Hello, Mode};
+use crate::pattern::{fill, verify, SizeSeq, SizeSpec, MAX_MSG};
+use crate::sock::{MsgReader, Proto, Socket};
+use crate::stats::{ConnInfo, ConnReport, Progress};
+use std::time::{Duration, Instant};
+
+/// When a client connection stops sending.
+#[derive(Debug, Clone, Copy)]
+pub enum Limit {
+    /// After at least this many bytes (whole messages: the last one may
+    /// overshoot).
+    Bytes(u64),
+    /// At this time.
+    Until(Instant),
+}
+
+/// Parameters of a client connection.
+pub struct ClientConn {
+    pub proto: Proto,
+    pub mode: Mode,
+    pub size: SizeSpec,
+    /// Base seed S; this connection uses S + conn.
+    pub seed: u64,
+    pub conn: u32,
+    pub limit: Limit,
+    pub interval: Duration,
+    pub timeout: Option<Duration>,
+}
+
+impl ClientConn {
+    fn info(&self) -> ConnInfo {
+        ConnInfo {
+            role: "client",
+            proto: self.proto.name(),
+            mode: self.mode.name(),
+            conn: Some(self.conn),
+            seed: self.hello().conn_seed(),
+            msg_size: self.size.to_string(),
+            interval_ms: self.interval.as_millis() as u64,
+            latency: self.mode == Mode::Latency,
+        }
+    }
+
+    fn hello(&self) -> Hello {
+        Hello {
+            conn: self.conn,
+            mode: self.mode,
+            seed: self.seed,
+            size: self.size,
+        }
+    }
+
+    /// Sends the messages on `sock`, then shuts down writing and waits for
+    /// the server to close. Returns the report and the round trips (ns).
+    pub fn run(&self, sock: Socket, start: Instant) -> (ConnReport, Vec<u64>) {
+        let mut p = Progress::new(start, self.interval);
+        let r = self.transfer(&sock, &mut p);
+        let end = Instant::now();
+        drop(sock);
+        let report = ConnReport::new(&self.info(), &mut p, end, r);
+        (report, p.rtts)
+    }
+
+    fn transfer(&self, sock: &Socket, p: &mut Progress) -> Result<()> {
+        if let Some(t) = self.timeout {
+            sock.set_timeout(t)?;
+        }
+        let latency = self.mode == Mode::Latency;
+        if latency {
+            // Best effort: only a latency optimisation.
+            let _ = sock.set_nodelay(self.proto);
+        }
+        let hello = self.hello();
+        sock.send_msg(&hello.encode())
+            .map_err(|e| e.context("hello"))?;
+        let seed = hello.conn_seed();
+        let mut sizes = SizeSeq::new(self.size, seed);
+        let mut buf = vec![0u8; MAX_MSG];
+        let mut reader = MsgReader::new();
+        loop {
+            let done = match self.limit {
+                Limit::Bytes(b) => p.bytes >= b,
+                Limit::Until(t) => Instant::now() >= t,
+            };
+            if done {
+                break;
+            }
+            let idx = p.msgs;
+            let len = sizes.next_size();
+            let msg = &mut buf[..len];
+            fill(seed, idx, msg);
+            let t0 = Instant::now();
+            sock.send_msg(msg)
+                .map_err(|e| e.context(format_args!("message {idx}")))?;
+            if latency {
+                let echo = reader
+                    .recv(sock)
+                    .map_err(|e| e.context(format_args!("echo of message {idx}")))?
+                    .ok_or_else(|| {
+                        Error::msg(format!(
+                            "message {idx}: the server closed the connection instead of echoing it"
+                        ))
+                    })?;
+                let t1 = Instant::now();
+                if echo.len() != len {
+                    return Err(Error::msg(format!(
+                        "message {idx}: echo has {} bytes, sent {len}",
+                        echo.len()
+                    )));
+                }
+                if echo != &*msg {
+                    return Err(Error::msg(format!(
+                        "message {idx}: echo differs from the {len} bytes sent"
+                    )));
+                }
+                p.rtts.push((t1 - t0).as_nanos() as u64);
+                p.record(t1, msg);
+            } else {
+                p.record(Instant::now(), msg);
+            }
+        }
+        sock.shutdown_write()?;
+        match reader
+            .recv(sock)
+            .map_err(|e| e.context("waiting for the server to close"))?
+        {
+            None => Ok(()),
+            Some(m) => Err(Error::msg(format!(
+                "unexpected {}-byte message from the server",
+                m.len()
+            ))),
+        }
+    }
+}
+
+/// Parameters of the server; `None` values are taken from the client's
+/// hello, given ones must match it.
+pub struct ServerConn {
+    pub proto: Proto,
+    pub mode: Option<Mode>,
+    pub size: Option<SizeSpec>,
+    pub seed: Option<u64>,
+    pub interval: Duration,
+    pub timeout: Option<Duration>,
+}
+
+impl ServerConn {
+    fn info(&self, hello: Option<&Hello>) -> ConnInfo {
+        let mode = hello.map(|h| h.mode).or(self.mode);
+        let size = hello.map(|h| h.size).or(self.size);
+        ConnInfo {
+            role: "server",
+            proto: self.proto.name(),
+            mode: mode.unwrap_or(Mode::Throughput).name(),
+            conn: hello.map(|h| h.conn),
+            seed: hello.map(Hello::conn_seed).or(self.seed).unwrap_or(0),
+            msg_size: size.map(|s| s.to_string()).unwrap_or_default(),
+            interval_ms: self.interval.as_millis() as u64,
+            latency: mode == Some(Mode::Latency),
+        }
+    }
+
+    /// Receives and verifies (and in latency mode echoes) messages until
+    /// EOF, then closes.
+    pub fn run(&self, sock: Socket) -> ConnReport {
+        let mut p = Progress::new(Instant::now(), self.interval);
+        let mut hello = None;
+        let r = self.transfer(&sock, &mut p, &mut hello);
+        let end = Instant::now();
+        drop(sock);
+        ConnReport::new(&self.info(hello.as_ref()), &mut p, end, r)
+    }
+
+    fn check_hello(&self, h: &Hello) -> Result<()> {
+        let mut diffs = Vec::new();
+        if let Some(m) = self.mode.filter(|&m| m != h.mode) {
+            diffs.push(format!("mode {} (server: {})", h.mode.name(), m.name()));
+        }
+        if let Some(s) = self.seed.filter(|&s| s != h.seed) {
+            diffs.push(format!("seed {} (server: {s})", h.seed));
+        }
+        if let Some(s) = self.size.filter(|&s| s != h.size) {
+            diffs.push(format!("msg-size {} (server: {s})", h.size));
+        }
+        if diffs.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::msg(format!(
+                "client parameters differ: {}",
+                diffs.join(", ")
+            )))
+        }
+    }
+
+    fn transfer(&self, sock: &Socket, p: &mut Progress, hello: &mut Option<Hello>) -> Result<()> {
+        if let Some(t) = self.timeout {
+            sock.set_timeout(t)?;
+        }
+        let mut reader = MsgReader::new();
+        let first = reader
+            .recv(sock)
+            .map_err(|e| e.context("hello"))?
+            .ok_or_else(|| Error::msg("the client closed the connection before its hello"))?;
+        let h = Hello::decode(first).map_err(Error::msg)?;
+        *hello = Some(h);
+        self.check_hello(&h)?;
+        p.timeline.restart(Instant::now());
+        let latency = h.mode == Mode::Latency;
+        if latency {
+            // Best effort: only a latency optimisation.
+            let _ = sock.set_nodelay(self.proto);
+        }
+        let seed = h.conn_seed();
+        let mut sizes = SizeSeq::new(h.size, seed);
+        loop {
+            let idx = p.msgs;
+            let Some(m) = reader
+                .recv(sock)
+                .map_err(|e| e.context(format_args!("message {idx}")))?
+            else {
+                return Ok(());
+            };
+            let now = Instant::now();
+            let want = sizes.next_size();
+            if m.len() != want {
+                p.bad(format!(
+                    "message {idx}: {} bytes, expected {want} (message boundary lost)",
+                    m.len()
+                ));
+            } else if let Some(off) = verify(seed, idx, m) {
+                p.bad(format!(
+                    "message {idx} ({want} bytes): wrong content at offset {off}"
+                ));
+            }
+            p.record(now, m);
+            if latency {
+                sock.send_msg(m)
+                    .map_err(|e| e.context(format_args!("echo of message {idx}")))?;
+            }
+        }
+    }
+}
