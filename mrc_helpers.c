@@ -13,6 +13,10 @@
 #include <net/route.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
+#include <linux/hrtimer.h>
+#include <linux/workqueue.h>
+#include <linux/sched/signal.h>
+#include <linux/poll.h>
 
 #include "include/uapi/linux/mrc.h"
 #include "include/mrc_helpers.h"
@@ -57,3 +61,34 @@ struct net *mrc_genl_dump_net(const struct netlink_callback *cb) { return sock_n
 u32 mrc_genl_dump_portid(const struct netlink_callback *cb) { return NETLINK_CB(cb->skb).portid; }
 void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr) { genl_dump_check_consistent(cb, hdr); }
 void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr) { genlmsg_cancel(skb, hdr); }
+void mrc_spin_lock_bh(spinlock_t *lock) { spin_lock_bh(lock); }
+void mrc_spin_unlock_bh(spinlock_t *lock) { spin_unlock_bh(lock); }
+void mrc_lock_sock(struct sock *sk) { lock_sock(sk); }
+wait_queue_head_t *mrc_sk_sleep(struct sock *sk) { return sk_sleep(sk); }
+bool mrc_signal_pending(void) { return signal_pending(current); }
+int mrc_sock_intr_errno(long timeo) { return sock_intr_errno(timeo); }
+long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock) { return sock_rcvtimeo(sk, noblock); }
+long mrc_sock_sndtimeo(const struct sock *sk, bool noblock) { return sock_sndtimeo(sk, noblock); }
+int mrc_sock_error(struct sock *sk) { return sock_error(sk); }
+void mrc_sock_poll_wait(struct file *file, struct socket *sock, poll_table *p) { sock_poll_wait(file, sock, p); }
+void mrc_sock_graft(struct sock *sk, struct socket *parent) { sock_graft(sk, parent); }
+bool mrc_sock_linger(const struct sock *sk, unsigned long *time) { *time = READ_ONCE(sk->sk_lingertime); return sock_flag(sk, SOCK_LINGER); }
+bool mrc_sock_dead(const struct sock *sk) { return sock_flag(sk, SOCK_DEAD); }
+void mrc_sk_set_err(struct sock *sk, int err) { WRITE_ONCE(sk->sk_err, err); sk_error_report(sk); }
+void mrc_sk_data_ready(struct sock *sk) { sk->sk_data_ready(sk); }
+void mrc_sk_write_space(struct sock *sk) { sk->sk_write_space(sk); }
+void mrc_sk_state_change(struct sock *sk) { sk->sk_state_change(sk); }
+void mrc_send_sigpipe(void) { send_sig(SIGPIPE, current, 0); }
+u64 mrc_ktime_get_ns(void) { return ktime_get_ns(); }
+void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack) { hrtimer_start_range_ns(t, ns_to_ktime(ns), slack, HRTIMER_MODE_ABS_SOFT); }
+void mrc_hrtimer_init(struct hrtimer *t) { hrtimer_init(t, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT); }
+bool mrc_queue_work(struct workqueue_struct *wq, struct work_struct *w) { return queue_work(wq, w); }
+void mrc_init_work(struct work_struct *w, work_func_t fn) { INIT_WORK(w, fn); }
+struct workqueue_struct *mrc_alloc_workqueue(void) { return alloc_workqueue("mrc", 0, 0); }
+unsigned char *mrc_skb_pull(struct sk_buff *skb, unsigned int len) { return skb_pull(skb, len); }
+void mrc_skb_clean(struct sk_buff *skb) { skb_orphan(skb); skb_dst_drop(skb); nf_reset_ct(skb); }
+struct sk_buff *mrc_skb_peek(struct sk_buff_head *q) { return skb_peek(q); }
+u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockless(q); }
+int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
+int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len) { return memcpy_from_msg(data, msg, len); }
+void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }

@@ -52,13 +52,12 @@ impl kernel::Module for MrcModule {
             );
             return Err(EINVAL);
         }
-        let proto = ProtoRegistration::register::<mrc_sock::MrcSock>(module, c_str!("MRC"))?;
+        let proto = ProtoRegistration::register(module, c_str!("MRC"))?;
         let pernet = PernetRegistration::register()?;
         let genl = GenlRegistration::register(module)?;
-        let fam =
-            FamilyRegistration::register::<mrc_sock::MrcSock>(module, family).inspect_err(|e| {
-                pr_err!("cannot register socket family {}: {:?}\n", family, e);
-            })?;
+        let fam = FamilyRegistration::register(module, family).inspect_err(|e| {
+            pr_err!("cannot register socket family {}: {:?}\n", family, e);
+        })?;
         pr_info!("family {}, UDP port {}\n", family, mrc_sys::param_port());
         Ok(Self {
             _family: fam,

@@ -17,17 +17,33 @@ use core::{
 use kernel::{
     c_str,
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{new_mutex, Mutex},
 };
 
 use crate::mrc_cc::CcKind;
-use crate::mrc_conn;
+use crate::mrc_conn::{self, ConnConfig};
 use crate::mrc_path::PathConfig;
-use crate::mrc_proto::{DecodeError, Header, HEADER_LEN};
+use crate::mrc_proto::{Body, DecodeError, Header, HEADER_LEN};
+use crate::mrc_sock;
 use crate::mrc_sys::{
-    self, nl, EncapHandler, GenlDump, GenlInfo, IpAddr, IpFamily, Net, PernetState, ProcEntry,
-    ProcShow, SeqFile, SkBuff, UdpTunnel,
+    self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, IpAddr, IpFamily, Net,
+    PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, UdpTunnel,
 };
+
+/// First and last port handed out to sockets that connect without binding.
+const EPHEMERAL_FIRST: u16 = 32768;
+const EPHEMERAL_LAST: u16 = 60999;
+
+/// The sockets of a namespace that packets can reach.
+struct SockTable {
+    /// Connections by session id; each entry holds a socket reference.
+    sessions: RBTree<u64, SockRef>,
+    /// Bound and listening sockets by MRC port; each holds a reference.
+    ports: RBTree<u16, SockRef>,
+    /// Where the search for a free ephemeral port starts.
+    next_port: u16,
+}
 
 /// Bytes of the UDP header in front of every MRC packet.
 const UDP_HLEN: usize = 8;
@@ -50,6 +66,8 @@ struct Stats {
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
+    drop_conn: AtomicU64,
+    drop_backlog: AtomicU64,
     tx_packets: AtomicU64,
     tx_bytes: AtomicU64,
     tx_rst: AtomicU64,
@@ -64,6 +82,8 @@ impl Stats {
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
+            drop_conn: AtomicU64::new(0),
+            drop_backlog: AtomicU64::new(0),
             tx_packets: AtomicU64::new(0),
             tx_bytes: AtomicU64::new(0),
             tx_rst: AtomicU64::new(0),
@@ -153,6 +173,8 @@ struct Endpoints {
 pub(crate) struct MrcNet {
     #[pin]
     endpoints: Mutex<Endpoints>,
+    #[pin]
+    socks: SpinLockBh<SockTable>,
     stats: Stats,
     params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
@@ -175,6 +197,14 @@ impl PernetState for MrcNet {
                 generation: 1,
                 slots: [None; MAX_ENDPOINTS],
             }),
+            socks <- new_spinlock_bh!(
+                SockTable {
+                    sessions: RBTree::new(),
+                    ports: RBTree::new(),
+                    next_port: EPHEMERAL_FIRST,
+                },
+                "mrc_net_socks"
+            ),
             stats: Stats::new(),
             params: Params::new(),
             ready: AtomicBool::new(false),
@@ -212,6 +242,11 @@ impl PernetState for MrcNet {
     }
 
     fn stop(&self, _net: &Net) {
+        // Connections hold their namespace, so normally none is left; tear
+        // down whatever still is before the tunnels go.
+        while let Some(sk) = self.take_any_session() {
+            mrc_sock::abort_for_exit(&sk);
+        }
         // Quiesce receive before touching `tunnels`: after `detach` no new
         // callback reaches `self`, and `synchronize_net` waits out the ones
         // already running, which may be reading `tunnels` to send a reply.
@@ -246,14 +281,199 @@ impl EncapHandler for MrcNet {
             return;
         }
         let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-        match crate::mrc_proto::decode(payload) {
-            Err(e) => self.stats.count_drop(RxDrop::Decode(e)),
-            Ok(pkt) => {
-                self.stats.count_drop(RxDrop::NoSession);
-                self.reply_rst(&skb, &pkt.header);
+        if let Ok(h) = crate::mrc_proto::peek_header(payload) {
+            if let Some(sk) = self.lookup_session(h.session_id) {
+                mrc_sock::input(&sk, self, skb);
+                return;
             }
         }
-        // `skb` is freed as a drop here.
+        let listener_port = match crate::mrc_proto::decode(payload) {
+            Err(e) => {
+                self.stats.count_drop(RxDrop::Decode(e));
+                return;
+            }
+            Ok(pkt) => match pkt.body {
+                Body::Syn(hs) => Some((hs.dst_port, pkt.header)),
+                _ => {
+                    self.stats.count_drop(RxDrop::NoSession);
+                    self.reply_rst(&skb, &pkt.header);
+                    return;
+                }
+            },
+        };
+        if let Some((port, header)) = listener_port {
+            match self.lookup_port(port) {
+                Some(l) => {
+                    if !mrc_sock::syn_received(&l, skb) {
+                        self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                None => {
+                    self.stats.count_drop(RxDrop::NoSession);
+                    self.reply_rst(&skb, &header);
+                }
+            }
+        }
+        // Anything not handed on is freed as a drop.
+    }
+}
+
+impl MrcNet {
+    /// Counts a packet that failed to decode on a connection.
+    pub(crate) fn count_decode_drop(&self, e: DecodeError) {
+        self.stats.count_drop(RxDrop::Decode(e));
+    }
+
+    /// Counts a well-formed packet its connection ignored.
+    pub(crate) fn count_conn_drop(&self) {
+        self.stats.drop_conn.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Returns the tunables of a new connection.
+    pub(crate) fn conn_config(&self, rcvbuf: u32, sndbuf: u32, mtu: u32) -> ConnConfig {
+        let p = &self.params;
+        let mut cfg = ConnConfig::DEFAULT;
+        cfg.mtu = mtu;
+        cfg.rcvbuf = rcvbuf;
+        cfg.sndbuf = sndbuf;
+        cfg.max_msg = mrc_sys::MRC_MAX_MSG;
+        let hb = u64::from(p.heartbeat_ms.load(Ordering::Relaxed)).max(1);
+        cfg.path.heartbeat_busy_ns = hb * 1_000_000;
+        cfg.path.miss_threshold = p.miss_threshold.load(Ordering::Relaxed).clamp(1, 255) as u8;
+        cfg.path.cc = p.cc();
+        cfg.path.mss = mtu.saturating_sub(HEADER_LEN as u32);
+        cfg
+    }
+
+    /// Sends one datagram on the tunnel of the addresses' family.
+    pub(crate) fn send(&self, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, pkt: &[u8]) {
+        let Some(t) = self.tunnel(&dst) else {
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if t.send(src, sport, dst, dport, pkt).is_ok() {
+            self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .tx_bytes
+                .fetch_add(pkt.len() as u64, Ordering::Relaxed);
+        } else {
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Returns the local address routing would use towards `dst`.
+    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<IpAddr> {
+        self.tunnel(&dst)
+            .ok_or_else(err::address_family_not_supported)?
+            .source_for(dst)
+    }
+
+    /// The tunnel socket for `addr`'s family, while the namespace is up.
+    fn tunnel(&self, addr: &IpAddr) -> Option<&UdpTunnel> {
+        if !self.ready.load(Ordering::Acquire) {
+            return None;
+        }
+        let family = match addr {
+            IpAddr::V4(_) => 0,
+            IpAddr::V6(_) => 1,
+        };
+        // SAFETY: `ready` is set only after `start` wrote `tunnels`, and
+        // `stop` clears it and waits for receive callbacks before it writes
+        // them; sockets of the namespace are gone by then.
+        let tunnels = unsafe { &*self.tunnels.get() };
+        tunnels.get(family)?.as_ref()
+    }
+
+    /// The connection registered under `sid`.
+    pub(crate) fn lookup_session(&self, sid: u64) -> Option<SockRef> {
+        self.socks.lock().sessions.get(&sid).cloned()
+    }
+
+    /// The socket bound to MRC port `port`.
+    fn lookup_port(&self, port: u16) -> Option<SockRef> {
+        self.socks.lock().ports.get(&port).cloned()
+    }
+
+    /// Unregisters and returns any connection (namespace exit).
+    fn take_any_session(&self) -> Option<SockRef> {
+        let mut t = self.socks.lock();
+        let sid = *t.sessions.keys().next()?;
+        t.sessions.remove(&sid)
+    }
+
+    /// Number of registered connections.
+    fn session_count(&self) -> u64 {
+        self.socks.lock().sessions.iter().count() as u64
+    }
+
+    /// Registers `sk` under session id `sid`; `EEXIST` if it is taken.
+    pub(crate) fn insert_session(&self, sid: u64, sk: &Sock) -> Result {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut t = self.socks.lock();
+        if t.sessions.get(&sid).is_some() {
+            return Err(EEXIST);
+        }
+        t.sessions.insert(node.into_node(sid, sk.hold()));
+        Ok(())
+    }
+
+    /// Unregisters `sk` from session id `sid`.
+    pub(crate) fn remove_session(&self, sid: u64, sk: &Sock) {
+        let removed = {
+            let mut t = self.socks.lock();
+            if t.sessions.get(&sid).is_some_and(|s| s.is(sk)) {
+                t.sessions.remove(&sid)
+            } else {
+                None
+            }
+        };
+        // The reference is dropped with the table unlocked.
+        drop(removed);
+    }
+
+    /// Gives MRC port `port` to `sk`, or a free ephemeral port if `port` is
+    /// 0; returns the port. `EADDRINUSE` if it is taken.
+    pub(crate) fn bind_port(&self, port: u16, sk: &Sock) -> Result<u16> {
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let mut t = self.socks.lock();
+        let port = if port != 0 {
+            if t.ports.get(&port).is_some() {
+                return Err(err::address_in_use());
+            }
+            port
+        } else {
+            let span = u32::from(EPHEMERAL_LAST - EPHEMERAL_FIRST) + 1;
+            let mut found = None;
+            let mut p = t.next_port;
+            for _ in 0..span {
+                if !(EPHEMERAL_FIRST..=EPHEMERAL_LAST).contains(&p) {
+                    p = EPHEMERAL_FIRST;
+                }
+                if t.ports.get(&p).is_none() {
+                    found = Some(p);
+                    break;
+                }
+                p = p.wrapping_add(1);
+            }
+            let p = found.ok_or_else(err::address_in_use)?;
+            t.next_port = p.wrapping_add(1);
+            p
+        };
+        t.ports.insert(node.into_node(port, sk.hold()));
+        Ok(port)
+    }
+
+    /// Releases MRC port `port` if `sk` holds it.
+    pub(crate) fn unbind_port(&self, port: u16, sk: &Sock) {
+        let removed = {
+            let mut t = self.socks.lock();
+            if t.ports.get(&port).is_some_and(|s| s.is(sk)) {
+                t.ports.remove(&port)
+            } else {
+                None
+            }
+        };
+        drop(removed);
     }
 }
 
@@ -266,22 +486,10 @@ impl MrcNet {
         else {
             return;
         };
-        if !self.ready.load(Ordering::Acquire) {
+        let (Some(t), Some(pkt)) = (self.tunnel(&addrs.src), buf.get(..len)) else {
             return;
-        }
-        // SAFETY: `ready` is set only after `start` wrote `tunnels`, and
-        // `stop` writes them only after every receive callback has finished.
-        let tunnels = unsafe { &*self.tunnels.get() };
-        let family = match addrs.src {
-            IpAddr::V4(_) => 0,
-            IpAddr::V6(_) => 1,
         };
-        let sent = match (tunnels.get(family), buf.get(..len)) {
-            (Some(Some(t)), Some(pkt)) => {
-                t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt)
-            }
-            _ => return,
-        };
+        let sent = t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt);
         if sent.is_ok() {
             self.stats.tx_rst.fetch_add(1, Ordering::Relaxed);
             self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
@@ -305,6 +513,9 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
         writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))?;
+        writeln!(out, "drop_conn {}", get(&s.drop_conn))?;
+        writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
+        writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_errors {}", get(&s.tx_errors))
     }
@@ -333,7 +544,7 @@ pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
         m.put_uint(nl::MRC_A_STATS_RX_BYTES, get(&s.rx_bytes))?;
         m.put_uint(nl::MRC_A_STATS_TX_PACKETS, get(&s.tx_packets))?;
         m.put_uint(nl::MRC_A_STATS_TX_BYTES, get(&s.tx_bytes))?;
-        m.put_uint(nl::MRC_A_STATS_CONNS, 0)?;
+        m.put_uint(nl::MRC_A_STATS_CONNS, info.mrc_net().session_count())?;
         m.nest(nl::MRC_A_STATS_DROPS, |m| {
             for (attr, c) in DROP_ATTRS.iter().zip(s.drop_decode.iter()) {
                 m.put_uint(*attr, get(c))?;

@@ -1,27 +1,1142 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! `AF_MRC` sockets: what `socket()` accepts and the state each socket keeps.
+//! `AF_MRC` sockets: the socket calls, the glue between them, the UDP
+//! tunnel and the sans-IO connection core ([`Conn`]).
+//!
+//! # Contexts and locks
+//!
+//! - Socket calls run in process context under the socket lock
+//!   ([`Sock::lock`], `lock_sock`), which serialises them per socket and is
+//!   dropped while they sleep.
+//! - Packets arrive in softirq (`encap_rcv`, see `mrc_net`), timers fire in
+//!   softirq (hrtimer, soft mode), and listeners finish handshakes in a work
+//!   item. All three and the socket calls meet at [`MrcSock::inner`], a
+//!   spinlock taken with bottom halves disabled, which guards the connection
+//!   core and its buffers. Nothing sleeps or allocates with `GFP_KERNEL`
+//!   under it.
+//! - Lock order: socket lock, then `inner`, then the namespace's socket
+//!   table. Softirq looks a socket up in the table and drops the table lock
+//!   before it takes `inner`. No two `inner` locks are ever held together.
+//!
+//! # Lifetime
+//!
+//! The user's `struct socket` holds one reference to the `struct sock`;
+//! the namespace's session table holds another while the connection is
+//! registered, and the port table one while the socket owns a port. A
+//! connection outlives `close()` until its FIN exchange is over (or it is
+//! reset): it is then an orphan, and when its core reports `Closed` the work
+//! item reaps it ([`destroy`]): it is unregistered, its timer is cancelled
+//! and its buffers are freed. The timer never holds a reference: it is only
+//! armed while the socket is not yet destroyed, and [`destroy`] cancels it
+//! synchronously.
+//!
+//! # Data
+//!
+//! A sent message is copied from user space into one buffer, kept until
+//! the peer has acknowledged it; DATA packets are built from it on each
+//! (re)transmission. A received DATA packet's `sk_buff` is kept, trimmed to
+//! its payload, under its sequence number; when the core reports a complete
+//! message its packets move, in order, to the socket's receive queue, the
+//! first marked with the message length and the last with an end mark.
+//! Only complete messages are ever in the receive queue.
 
+use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
-use crate::mrc_sys::{self, SockState};
+use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, Transmit, MSG_QUEUE, WINDOW};
+use crate::mrc_net::MrcNet;
+use crate::mrc_path::PathIds;
+use crate::mrc_proto::{self, Body, Endpoint};
+use crate::mrc_sys::{
+    self, err, msg_flags, new_spinlock_bh, poll_bits, IpAddr, MrcAddr, Msg, SkBuff, Sock, SockRef,
+    SpinLockBh,
+};
 
-/// State of one MRC socket, stored after its `struct sock`.
-pub(crate) struct MrcSock {
-    /// Protocol number given to `socket()` (only 0 exists today).
-    _protocol: i32,
+/// Bytes of the UDP header in front of every MRC packet.
+const UDP_HLEN: u32 = 8;
+
+/// Largest datagram a connection sends (the MRC header included).
+const MTU: u32 = 1400;
+
+/// Largest message (`MRC_MAX_MSG`).
+const MAX_MSG: u32 = mrc_sys::MRC_MAX_MSG;
+
+/// Smallest send and receive buffers a connection uses: room for two whole
+/// messages, so that large messages stream instead of trickling through a
+/// window that cannot hold them.
+const MIN_BUF: u32 = 2 * MAX_MSG + (1 << 20);
+
+/// Most connections a listener keeps waiting for `accept`.
+const MAX_BACKLOG: usize = 4096;
+
+/// Marks in `skb->cb` of received packets: offset of the message length
+/// (in the first packet of a message) and of the flag byte.
+const CB_LEN: usize = 0;
+const CB_FLAGS: usize = 4;
+const CB_FIRST: u8 = 1;
+const CB_LAST: u8 = 2;
+
+/// Where a socket is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Created, maybe bound.
+    Open,
+    /// Listening for connections.
+    Listening,
+    /// Handshake in progress.
+    Connecting,
+    /// Handshake done; may be half-closed.
+    Connected,
+    /// The connection is over (orderly, reset or failed).
+    Closed,
 }
 
-impl SockState for MrcSock {
-    fn create(sock_type: i32, protocol: i32) -> Result<Self> {
+/// UDP addressing of the connection's path.
+#[derive(Clone, Copy)]
+struct PathAddr {
+    local: IpAddr,
+    remote: IpAddr,
+    /// UDP source port (the path's entropy value).
+    sport: u16,
+    /// The peer's MRC UDP port.
+    dport: u16,
+}
+
+/// A connection: the core and the bytes it refers to. About 135 KiB, so it
+/// lives in its own vmalloc'ed block and is initialised in place.
+struct Session {
+    conn: Conn,
+    /// Sent messages not yet acknowledged, by id modulo [`MSG_QUEUE`].
+    msgs: [Option<KVVec<u8>>; MSG_QUEUE],
+    /// Id of the oldest message still in `msgs`.
+    freed: u64,
+    /// Received DATA payloads not yet part of a complete message, by
+    /// sequence number modulo [`WINDOW`].
+    rx: [Option<SkBuff>; WINDOW],
+    path: PathAddr,
+    txbuf: [u8; MTU as usize],
+}
+
+/// What to do once `inner` is unlocked.
+#[derive(Default)]
+struct After {
+    readable: bool,
+    writable: bool,
+    state: bool,
+    /// The handshake of a not yet accepted connection completed: hand it to
+    /// this listener.
+    to_parent: Option<SockRef>,
+    /// The connection of an orphan is over: reap it.
+    reap: bool,
+}
+
+/// The state [`MrcSock::inner`] guards.
+struct Inner {
+    mode: Mode,
+    local: Option<MrcAddr>,
+    peer: Option<MrcAddr>,
+    /// The port table holds this socket under `local.port`.
+    owns_port: bool,
+    /// Listener: connections waiting for `accept`, a ring of `backlog` slots.
+    acceptq: KVec<Option<SockRef>>,
+    aq_head: usize,
+    aq_len: usize,
+    /// Listener: handshakes in progress.
+    children: usize,
+    sess: Option<VBox<Session>>,
+    /// Session id under which the session table holds this socket.
+    sid: Option<u64>,
+    /// Until accepted: the listener that created this connection.
+    parent: Option<SockRef>,
+    /// No user holds the socket (closed, or never accepted).
+    orphan: bool,
+    /// [`destroy`] ran: nothing may arm the timer or queue work any more.
+    dead: bool,
+    /// The peer has closed its direction and every message of it was queued.
+    peer_fin: bool,
+    /// `shutdown(SHUT_RD)`.
+    rd_shut: bool,
+    /// `shutdown(SHUT_WR)` or close.
+    wr_shut: bool,
+    /// When the timer is armed for.
+    timer_at: Option<u64>,
+}
+
+/// State of one MRC socket, stored after its `struct sock`.
+#[pin_data]
+pub(crate) struct MrcSock {
+    #[pin]
+    inner: SpinLockBh<Inner>,
+}
+
+impl MrcSock {
+    /// Checks the arguments of `socket(AF_MRC, sock_type, protocol)`.
+    pub(crate) fn check(sock_type: i32, protocol: i32) -> Result {
         if sock_type != mrc_sys::SOCK_SEQPACKET {
-            return Err(mrc_sys::err::socket_type_not_supported());
+            return Err(err::socket_type_not_supported());
         }
         if protocol != 0 {
-            return Err(mrc_sys::err::protocol_not_supported());
+            return Err(err::protocol_not_supported());
         }
-        Ok(Self {
-            _protocol: protocol,
+        Ok(())
+    }
+
+    /// Returns the initialiser of a fresh socket's state.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            inner <- new_spinlock_bh!(
+                Inner {
+                    mode: Mode::Open,
+                    local: None,
+                    peer: None,
+                    owns_port: false,
+                    acceptq: KVec::new(),
+                    aq_head: 0,
+                    aq_len: 0,
+                    children: 0,
+                    sess: None,
+                    sid: None,
+                    parent: None,
+                    orphan: false,
+                    dead: false,
+                    peer_fin: false,
+                    rd_shut: false,
+                    wr_shut: false,
+                    timer_at: None,
+                },
+                "mrc_sock"
+            ),
         })
     }
+}
+
+impl Session {
+    /// Allocates a session with a fresh connection core.
+    fn new(cfg: ConnConfig, path: PathAddr) -> Result<VBox<Session>> {
+        let mut b = VBox::<Session>::new_uninit(GFP_KERNEL)?;
+        let p = b.as_mut_ptr();
+        // SAFETY: `p` points to uninitialised, writable memory for a
+        // `Session`; every field is written once, arrays element by element,
+        // so no large temporary is built on the stack.
+        unsafe {
+            let conn = &mut *core::ptr::addr_of_mut!((*p).conn).cast::<MaybeUninit<Conn>>();
+            Conn::init_in_place(conn, cfg);
+            let msgs = core::ptr::addr_of_mut!((*p).msgs).cast::<Option<KVVec<u8>>>();
+            for i in 0..MSG_QUEUE {
+                msgs.add(i).write(None);
+            }
+            core::ptr::addr_of_mut!((*p).freed).write(0);
+            let rx = core::ptr::addr_of_mut!((*p).rx).cast::<Option<SkBuff>>();
+            for i in 0..WINDOW {
+                rx.add(i).write(None);
+            }
+            core::ptr::addr_of_mut!((*p).path).write(path);
+            core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
+            Ok(b.assume_init())
+        }
+    }
+
+    /// Sends what `poll_transmit` planned.
+    fn transmit(&mut self, net: &MrcNet, tx: &Transmit) {
+        let len = match tx.data {
+            None => tx.len,
+            Some(d) => {
+                let start = d.offset as usize;
+                let end = start.saturating_add(d.len as usize);
+                let payload = self
+                    .msgs
+                    .get((d.msg_id % MSG_QUEUE as u64) as usize)
+                    .and_then(|m| m.as_ref())
+                    .and_then(|m| m.get(start..end));
+                let Some(payload) = payload else {
+                    return;
+                };
+                match mrc_conn::finish_data(&mut self.txbuf, tx, payload) {
+                    Ok(len) => len,
+                    Err(_) => return,
+                }
+            }
+        };
+        if let Some(pkt) = self.txbuf.get(..len) {
+            let p = &self.path;
+            net.send(p.local, p.sport, p.remote, p.dport, pkt);
+        }
+    }
+
+    /// Frees the packets of a complete message nobody will read.
+    fn discard(&mut self, first: u64, last: u64) {
+        for seq in first..=last {
+            if let Some(slot) = self.rx.get_mut((seq % WINDOW as u64) as usize) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// Moves the packets of a complete message to the receive queue.
+    fn deliver(&mut self, sk: &Sock, first: u64, last: u64, len: u32) {
+        let mut seq = first;
+        while seq <= last {
+            let slot = self.rx.get_mut((seq % WINDOW as u64) as usize);
+            if let Some(mut skb) = slot.and_then(|s| s.take()) {
+                let cb = skb.cb_mut();
+                let mut flags = 0;
+                if seq == first {
+                    flags |= CB_FIRST;
+                    if let Some(c) = cb.get_mut(CB_LEN..CB_LEN + 4) {
+                        c.copy_from_slice(&len.to_ne_bytes());
+                    }
+                }
+                if seq == last {
+                    flags |= CB_LAST;
+                }
+                if let Some(f) = cb.get_mut(CB_FLAGS) {
+                    *f = flags;
+                }
+                sk.queue_tail(skb);
+            }
+            seq += 1;
+        }
+    }
+}
+
+/// Runs the core after any input, timer or call: drains its events, frees
+/// acknowledged messages, sends what it wants sent, re-arms the timer.
+fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
+    let mut after = After::default();
+    let Some(s) = inner.sess.as_deref_mut() else {
+        return after;
+    };
+    loop {
+        let mut busy = false;
+        while let Some(ev) = s.conn.poll_event() {
+            busy = true;
+            match ev {
+                Event::Connected => {
+                    inner.mode = Mode::Connected;
+                    after.state = true;
+                    after.writable = true;
+                    after.to_parent = inner.parent.take();
+                }
+                Event::Message {
+                    first_seq,
+                    last_seq,
+                    len,
+                } => {
+                    if inner.rd_shut {
+                        // Nobody will read it: drop it and reopen the window.
+                        s.discard(first_seq, last_seq);
+                        s.conn.release_recv(u64::from(len));
+                    } else {
+                        s.deliver(sk, first_seq, last_seq, len);
+                        after.readable = true;
+                    }
+                }
+                Event::PeerFin => {
+                    inner.peer_fin = true;
+                    after.readable = true;
+                    after.state = true;
+                }
+                Event::Closed(e) => {
+                    inner.mode = Mode::Closed;
+                    if let Some(e) = e {
+                        sk.set_error(e.errno());
+                    }
+                    after.state = true;
+                    after.readable = true;
+                    after.writable = true;
+                }
+            }
+        }
+        let acked = s.conn.acked_msgs();
+        while s.freed < acked {
+            if let Some(m) = s.msgs.get_mut((s.freed % MSG_QUEUE as u64) as usize) {
+                *m = None;
+            }
+            s.freed += 1;
+            after.writable = true;
+        }
+        while let Some(tx) = s.conn.poll_transmit(now, &mut s.txbuf) {
+            busy = true;
+            s.transmit(net, &tx);
+        }
+        if !busy {
+            break;
+        }
+    }
+    if !inner.dead {
+        if let Some(at) = s.conn.next_timeout(now) {
+            if inner.timer_at != Some(at) {
+                inner.timer_at = Some(at);
+                sk.arm_timer(at);
+            }
+        }
+    }
+    after.reap = inner.mode == Mode::Closed && inner.orphan && !inner.dead;
+    after
+}
+
+/// Acts on what [`drive`] asked for, with `inner` unlocked.
+fn finish(sk: &Sock, after: After) {
+    if after.state {
+        sk.state_change();
+    }
+    if after.readable {
+        sk.data_ready();
+    }
+    if after.writable {
+        sk.write_space();
+    }
+    if after.reap {
+        sk.queue_work();
+    }
+    if let Some(parent) = after.to_parent {
+        hand_to_listener(&parent, sk);
+    }
+}
+
+/// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`].
+fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
+    let net = sk.mrc_net();
+    let now = mrc_sys::now_ns();
+    let (r, after) = {
+        let mut inner = sk.state().inner.lock();
+        let r = f(&mut inner, now);
+        let after = drive(sk, net, &mut inner, now);
+        (r, after)
+    };
+    finish(sk, after);
+    r
+}
+
+/// A packet for a registered session, in softirq. `skb.data` is at the UDP
+/// header.
+pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
+    let now = mrc_sys::now_ns();
+    let after = {
+        let mut inner = sk.state().inner.lock();
+        if inner.dead {
+            return;
+        }
+        let Some(s) = inner.sess.as_deref_mut() else {
+            return;
+        };
+        let total = skb.len();
+        let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
+        let (res, payload_len) = match mrc_proto::decode(data) {
+            Err(e) => {
+                drop(inner);
+                net.count_decode_drop(e);
+                return;
+            }
+            Ok(pkt) => {
+                let plen = match pkt.body {
+                    Body::Data(d) => d.len() as u32,
+                    _ => 0,
+                };
+                (s.conn.handle_packet(now, &pkt), plen)
+            }
+        };
+        match res {
+            Input::Store { seq } => {
+                // Keep only the payload.
+                if skb.pull_front(total - payload_len) {
+                    skb.clean();
+                    if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
+                        *slot = Some(skb);
+                    }
+                }
+            }
+            Input::Dropped(_) => net.count_conn_drop(),
+            Input::Consumed => {}
+        }
+        drive(sk, net, &mut inner, now)
+    };
+    finish(sk, after);
+}
+
+/// The socket's timer fired (softirq).
+pub(crate) fn timer(sk: &Sock) {
+    let net = sk.mrc_net();
+    let now = mrc_sys::now_ns();
+    let after = {
+        let mut inner = sk.state().inner.lock();
+        inner.timer_at = None;
+        if inner.dead {
+            return;
+        }
+        if let Some(s) = inner.sess.as_deref_mut() {
+            s.conn.on_timeout(now);
+        }
+        drive(sk, net, &mut inner, now)
+    };
+    finish(sk, after);
+}
+
+/// The socket's work item (process context): a listener finishes the
+/// handshakes of queued SYNs; an orphan whose connection is over is reaped.
+pub(crate) fn work(sk: &Sock) {
+    let _guard = sk.lock();
+    let (mode, reap) = {
+        let inner = sk.state().inner.lock();
+        (
+            inner.mode,
+            inner.orphan && !inner.dead && inner.mode == Mode::Closed,
+        )
+    };
+    if mode == Mode::Listening {
+        while let Some(skb) = sk.queue_dequeue() {
+            if let Err(e) = new_connection(sk, skb) {
+                pr_debug!("incoming connection dropped: {:?}\n", e);
+                sk.state().inner.lock().children -= 1;
+            }
+        }
+    } else if reap {
+        destroy(sk);
+    }
+}
+
+/// A SYN for no existing session arrived for the listener `sk` (softirq);
+/// queues it for the work item unless the backlog is full.
+pub(crate) fn syn_received(sk: &Sock, skb: SkBuff) -> bool {
+    {
+        let mut inner = sk.state().inner.lock();
+        if inner.mode != Mode::Listening || inner.children + inner.aq_len >= inner.acceptq.len() {
+            return false;
+        }
+        inner.children += 1;
+    }
+    sk.queue_tail(skb);
+    sk.queue_work();
+    true
+}
+
+/// Creates the connection a queued SYN asks for (listener work).
+fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
+    let net = listener.mrc_net();
+    let addrs = skb.udp_addrs().ok_or(EINVAL)?;
+    let data = skb.linear().get(UDP_HLEN as usize..).ok_or(EINVAL)?;
+    let pkt = mrc_proto::decode(data).map_err(|_| EINVAL)?;
+    let Body::Syn(hs) = pkt.body else {
+        return Err(EINVAL);
+    };
+    let sid = pkt.header.session_id;
+    if net.lookup_session(sid).is_some() {
+        // A retransmitted SYN of a connection already being set up.
+        return Err(EEXIST);
+    }
+    let child = Sock::new_child(listener)?;
+    let path = PathAddr {
+        local: addrs.dst,
+        remote: addrs.src,
+        sport: mrc_sys::param_port(),
+        dport: addrs.sport,
+    };
+    let cfg = net.conn_config(
+        child.rcvbuf().max(MIN_BUF),
+        child.sndbuf().max(MIN_BUF),
+        MTU,
+    );
+    let mut sess = Session::new(cfg, path)?;
+    let now = mrc_sys::now_ns();
+    sess.conn
+        .paths_mut()
+        .add(now, path_ids(), false)
+        .ok_or(ENOMEM)?;
+    let local_ep = endpoint(addrs.dst, path.sport);
+    sess.conn
+        .accept(now, &pkt, mrc_sys::random_u64(), &[local_ep])
+        .map_err(|e| Error::from_errno(-e.errno()))?;
+    let local = MrcAddr {
+        ip: addrs.dst,
+        port: hs.dst_port,
+        scope_id: 0,
+    };
+    let peer = MrcAddr {
+        ip: addrs.src,
+        port: hs.src_port,
+        scope_id: 0,
+    };
+    net.insert_session(sid, &child)?;
+    with_conn(&child, |inner, _| {
+        inner.sid = Some(sid);
+        inner.local = Some(local);
+        inner.peer = Some(peer);
+        inner.mode = Mode::Connecting;
+        inner.orphan = true;
+        inner.parent = Some(listener.hold());
+        inner.sess = Some(sess);
+    });
+    Ok(())
+}
+
+/// A connection created by `listener` completed its handshake: queue it for
+/// `accept`, or abort it if the listener is gone or full.
+fn hand_to_listener(listener: &Sock, child: &Sock) {
+    let queued = {
+        let mut l = listener.state().inner.lock();
+        l.children = l.children.saturating_sub(1);
+        let cap = l.acceptq.len();
+        if l.mode == Mode::Listening && l.aq_len < cap {
+            let idx = (l.aq_head + l.aq_len) % cap;
+            if let Some(slot) = l.acceptq.get_mut(idx) {
+                *slot = Some(child.hold());
+                l.aq_len += 1;
+            }
+            true
+        } else {
+            false
+        }
+    };
+    if queued {
+        with_conn(child, |inner, _| inner.orphan = false);
+        listener.data_ready();
+    } else {
+        with_conn(child, |inner, now| {
+            if let Some(s) = inner.sess.as_deref_mut() {
+                s.conn.abort(now);
+            }
+        });
+    }
+}
+
+/// Path identity of a connection's single path.
+fn path_ids() -> PathIds {
+    PathIds {
+        path_id: 0,
+        plane: 0,
+        entropy: mrc_sys::param_port(),
+    }
+}
+
+/// The handshake endpoint of a local address.
+fn endpoint(ip: IpAddr, udp_port: u16) -> Endpoint {
+    match ip {
+        IpAddr::V4(a) => Endpoint::v4(a, udp_port, false),
+        IpAddr::V6(a) => Endpoint::v6(a, udp_port, false),
+    }
+}
+
+/// Unregisters a connection and frees its buffers (process context, socket
+/// lock held or the socket unreachable by users). Idempotent.
+fn destroy(sk: &Sock) {
+    let (sid, sess) = {
+        let mut inner = sk.state().inner.lock();
+        if inner.dead {
+            return;
+        }
+        inner.dead = true;
+        (inner.sid.take(), inner.sess.take())
+    };
+    // `dead` keeps the timer from being armed again; wait for a running one.
+    sk.cancel_timer();
+    if let Some(sid) = sid {
+        sk.mrc_net().remove_session(sid, sk);
+    }
+    sk.queue_purge();
+    drop(sess);
+}
+
+// --- Socket calls -------------------------------------------------------------------
+
+/// `bind()`: takes the address's port (or a free one for port 0).
+pub(crate) fn bind(sk: &Sock, addr: &MrcAddr) -> Result {
+    let _guard = sk.lock();
+    {
+        let inner = sk.state().inner.lock();
+        if inner.local.is_some() || inner.mode != Mode::Open {
+            return Err(EINVAL);
+        }
+    }
+    let port = sk.mrc_net().bind_port(addr.port, sk)?;
+    let mut inner = sk.state().inner.lock();
+    inner.local = Some(MrcAddr { port, ..*addr });
+    inner.owns_port = true;
+    Ok(())
+}
+
+/// `listen()`.
+pub(crate) fn listen(sk: &Sock, backlog: i32) -> Result {
+    let _guard = sk.lock();
+    let cap = usize::try_from(backlog).unwrap_or(0).clamp(1, MAX_BACKLOG);
+    {
+        let inner = sk.state().inner.lock();
+        match inner.mode {
+            Mode::Open if inner.owns_port => {}
+            Mode::Listening => return Ok(()),
+            // Not bound: there is no port to listen on.
+            Mode::Open => return Err(err::destination_address_required()),
+            _ => return Err(EINVAL),
+        }
+    }
+    let q = KVec::from_elem(None, cap, GFP_KERNEL)?;
+    let mut inner = sk.state().inner.lock();
+    inner.acceptq = q;
+    inner.aq_head = 0;
+    inner.aq_len = 0;
+    inner.mode = Mode::Listening;
+    Ok(())
+}
+
+/// `accept()`: the next connection whose handshake has completed.
+pub(crate) fn accept(sk: &Sock, nonblock: bool) -> Result<SockRef> {
+    let guard = sk.lock();
+    let mut timeo = sk.rcvtimeo(nonblock);
+    let st = sk.state();
+    let mut taken = None;
+    guard.wait(&mut timeo, || {
+        let mut inner = st.inner.lock();
+        if inner.mode != Mode::Listening {
+            return true;
+        }
+        let cap = inner.acceptq.len();
+        if inner.aq_len == 0 || cap == 0 {
+            return false;
+        }
+        let head = inner.aq_head;
+        taken = inner.acceptq.get_mut(head).and_then(|s| s.take());
+        inner.aq_head = (head + 1) % cap;
+        inner.aq_len -= 1;
+        true
+    })?;
+    taken.ok_or(EINVAL)
+}
+
+/// `connect()`.
+pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
+    let guard = sk.lock();
+    let net = sk.mrc_net();
+    let local = {
+        let inner = sk.state().inner.lock();
+        match inner.mode {
+            Mode::Open => {}
+            Mode::Connecting => return Err(err::already()),
+            Mode::Connected => return Err(err::is_connected()),
+            Mode::Listening => return Err(EINVAL),
+            Mode::Closed => {
+                return Err(sk.take_error().unwrap_or_else(err::is_connected));
+            }
+        }
+        inner.local
+    };
+    if addr.port == 0 || addr.ip.is_unspecified() {
+        return Err(err::address_not_available());
+    }
+    if let Some(l) = &local {
+        if core::mem::discriminant(&l.ip) != core::mem::discriminant(&addr.ip) {
+            return Err(err::address_family_not_supported());
+        }
+    }
+    let src = match local {
+        Some(l) if !l.ip.is_unspecified() => l.ip,
+        _ => net.source_for(addr.ip)?,
+    };
+    let port = match local {
+        Some(l) => l.port,
+        None => {
+            let p = net.bind_port(0, sk)?;
+            let mut inner = sk.state().inner.lock();
+            inner.owns_port = true;
+            inner.local = Some(MrcAddr {
+                ip: src,
+                port: p,
+                scope_id: 0,
+            });
+            p
+        }
+    };
+    let path = PathAddr {
+        local: src,
+        remote: addr.ip,
+        sport: mrc_sys::param_port(),
+        dport: mrc_sys::param_port(),
+    };
+    let cfg = net.conn_config(sk.rcvbuf().max(MIN_BUF), sk.sndbuf().max(MIN_BUF), MTU);
+    let mut sess = Session::new(cfg, path)?;
+    let now = mrc_sys::now_ns();
+    sess.conn
+        .paths_mut()
+        .add(now, path_ids(), false)
+        .ok_or(ENOMEM)?;
+    sess.conn.set_ports(port, addr.port);
+    let mut sid = mrc_sys::random_u64();
+    let mut tries = 0;
+    loop {
+        match net.insert_session(sid, sk) {
+            Ok(()) => break,
+            Err(e) if e == EEXIST && tries < 8 => {
+                tries += 1;
+                sid = mrc_sys::random_u64();
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let started = with_conn(sk, |inner, now| {
+        inner.sid = Some(sid);
+        inner.peer = Some(*addr);
+        if let Some(l) = inner.local.as_mut() {
+            l.ip = src;
+        }
+        inner.mode = Mode::Connecting;
+        let r = sess.conn.connect(
+            now,
+            sid,
+            mrc_sys::random_u64(),
+            &[endpoint(src, path.sport)],
+        );
+        inner.sess = Some(sess);
+        r
+    });
+    if let Err(e) = started {
+        let mut inner = sk.state().inner.lock();
+        inner.mode = Mode::Closed;
+        return Err(Error::from_errno(-e.errno()));
+    }
+    if nonblock {
+        return Err(err::in_progress());
+    }
+    let mut timeo = sk.sndtimeo(false);
+    let st = sk.state();
+    guard.wait(&mut timeo, || st.inner.lock().mode != Mode::Connecting)?;
+    if st.inner.lock().mode == Mode::Connected {
+        Ok(())
+    } else {
+        Err(sk.take_error().unwrap_or_else(err::connection_reset))
+    }
+}
+
+/// `getsockname()` / `getpeername()`.
+pub(crate) fn getname(sk: &Sock, peer: bool) -> Result<MrcAddr> {
+    let inner = sk.state().inner.lock();
+    if peer {
+        match inner.mode {
+            Mode::Connected | Mode::Closed if inner.peer.is_some() => {
+                inner.peer.ok_or_else(err::not_connected)
+            }
+            _ => Err(err::not_connected()),
+        }
+    } else {
+        Ok(inner.local.unwrap_or(MrcAddr {
+            ip: IpAddr::V4([0; 4]),
+            port: 0,
+            scope_id: 0,
+        }))
+    }
+}
+
+/// `poll()`: the events ready now.
+pub(crate) fn poll(sk: &Sock) -> u32 {
+    let inner = sk.state().inner.lock();
+    let mut mask = 0;
+    if sk.has_error() {
+        mask |= poll_bits::ERR;
+    }
+    match inner.mode {
+        Mode::Listening => {
+            if inner.aq_len > 0 {
+                mask |= poll_bits::IN;
+            }
+        }
+        Mode::Open => mask |= poll_bits::OUT,
+        Mode::Connecting => {}
+        Mode::Connected | Mode::Closed => {
+            if sk.queue_len() > 0 || inner.peer_fin || inner.rd_shut {
+                mask |= poll_bits::IN;
+            }
+            if inner.peer_fin || inner.rd_shut {
+                mask |= poll_bits::RDHUP;
+            }
+            let closed = inner.mode == Mode::Closed;
+            if closed || (inner.peer_fin && inner.wr_shut) {
+                mask |= poll_bits::HUP;
+            }
+            let room = inner
+                .sess
+                .as_deref()
+                .is_some_and(|s| s.conn.send_space() > 0);
+            if closed || inner.wr_shut || room {
+                mask |= poll_bits::OUT;
+            }
+        }
+    }
+    mask
+}
+
+/// `shutdown()`: `how` is `SHUT_RD` (0), `SHUT_WR` (1) or `SHUT_RDWR` (2).
+pub(crate) fn shutdown(sk: &Sock, how: i32) -> Result {
+    if !(0..=2).contains(&how) {
+        return Err(EINVAL);
+    }
+    let _guard = sk.lock();
+    let ok = with_conn(sk, |inner, now| {
+        if !matches!(inner.mode, Mode::Connected | Mode::Connecting) {
+            return false;
+        }
+        if how != 1 {
+            inner.rd_shut = true;
+        }
+        if how != 0 && !inner.wr_shut {
+            inner.wr_shut = true;
+            if let Some(s) = inner.sess.as_deref_mut() {
+                s.conn.close(now);
+            }
+        }
+        true
+    });
+    if !ok {
+        return Err(err::not_connected());
+    }
+    sk.state_change();
+    Ok(())
+}
+
+/// `sendmsg()`: one message.
+pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
+    let flags = msg.flags();
+    if flags & msg_flags::OOB != 0 {
+        return Err(err::not_supported());
+    }
+    let guard = sk.lock();
+    let len32 = u32::try_from(len)
+        .ok()
+        .filter(|l| *l <= MAX_MSG)
+        .ok_or_else(err::message_too_long)?;
+    {
+        let inner = sk.state().inner.lock();
+        match inner.mode {
+            Mode::Connected => {}
+            Mode::Closed => {
+                if let Some(e) = sk.take_error() {
+                    return Err(e);
+                }
+                return Err(pipe(flags));
+            }
+            _ => return Err(err::not_connected()),
+        }
+        if inner.wr_shut {
+            return Err(pipe(flags));
+        }
+    }
+    let mut buf = KVVec::from_elem(0u8, len, GFP_KERNEL)?;
+    msg.copy_in(&mut buf)?;
+    let mut buf = Some(buf);
+    let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
+    let mut result: Result<i32> = Err(EAGAIN);
+    let waited = guard.wait(&mut timeo, || {
+        result = with_conn(sk, |inner, _| {
+            let Some(s) = inner.sess.as_deref_mut() else {
+                return Err(err::not_connected());
+            };
+            match s.conn.send_message(len32) {
+                Ok(id) => {
+                    if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
+                        *slot = buf.take();
+                    }
+                    Ok(len32 as i32)
+                }
+                Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
+                Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
+                Err(e) => Err(Error::from_errno(-e.errno())),
+            }
+        });
+        result != Err(EAGAIN)
+    });
+    match (waited, result) {
+        (_, Ok(n)) => Ok(n),
+        (_, Err(e)) if e == EPIPE => Err(pipe(flags)),
+        (Err(e), _) => Err(e),
+        (Ok(()), Err(e)) => Err(e),
+    }
+}
+
+/// `EPIPE`, with `SIGPIPE` unless `MSG_NOSIGNAL`.
+fn pipe(flags: i32) -> Error {
+    if flags & msg_flags::NOSIGNAL == 0 {
+        mrc_sys::send_sigpipe();
+    }
+    EPIPE
+}
+
+/// `recvmsg()`: one whole message (or its first `len` bytes, with
+/// `MSG_TRUNC`).
+pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Result<i32> {
+    if flags & msg_flags::OOB != 0 {
+        return Err(err::not_supported());
+    }
+    let guard = sk.lock();
+    let st = sk.state();
+    {
+        let inner = st.inner.lock();
+        if matches!(inner.mode, Mode::Open | Mode::Listening | Mode::Connecting) {
+            return Err(err::not_connected());
+        }
+    }
+    let mut timeo = sk.rcvtimeo(flags & msg_flags::DONTWAIT != 0);
+    let mut eof = false;
+    guard.wait(&mut timeo, || {
+        if sk.queue_len() > 0 {
+            return true;
+        }
+        let inner = st.inner.lock();
+        eof = inner.peer_fin || inner.rd_shut || inner.mode == Mode::Closed;
+        eof
+    })?;
+    if sk.queue_len() == 0 {
+        if let Some(e) = sk.take_error() {
+            return Err(e);
+        }
+        return Ok(0);
+    }
+    let peek = flags & msg_flags::PEEK != 0;
+    let want = u32::try_from(len).unwrap_or(u32::MAX);
+    let mut copied: u32 = 0;
+    let mut msg_len: u32 = 0;
+    let mut res = Ok(());
+    if peek {
+        let mut first = true;
+        sk.queue_walk(&guard, |skb| {
+            let last = marks(skb, &mut first, &mut msg_len);
+            res = res.and_then(|()| copy_part(msg, skb, want, &mut copied));
+            !last
+        });
+    } else {
+        let mut first = true;
+        while let Some(skb) = sk.queue_dequeue() {
+            let last = marks(&skb, &mut first, &mut msg_len);
+            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
+            if last {
+                break;
+            }
+        }
+        with_conn(sk, |inner, _| {
+            if let Some(s) = inner.sess.as_deref_mut() {
+                s.conn.release_recv(u64::from(msg_len));
+            }
+        });
+    }
+    res?;
+    if let Some(peer) = st.inner.lock().peer {
+        msg.set_name(&peer);
+    }
+    if msg_len > copied {
+        msg.add_flags(msg_flags::TRUNC);
+    } else {
+        msg.add_flags(msg_flags::EOR);
+    }
+    let n = if flags & msg_flags::TRUNC != 0 {
+        msg_len
+    } else {
+        copied
+    };
+    Ok(n as i32)
+}
+
+/// Reads the marks of one queued packet: returns whether it ends a message;
+/// records the message length from the first.
+fn marks(skb: &SkBuff, first: &mut bool, msg_len: &mut u32) -> bool {
+    let cb = skb.cb();
+    let f = cb.get(CB_FLAGS).copied().unwrap_or(CB_LAST);
+    if *first {
+        *first = false;
+        if let Some(b) = cb.get(CB_LEN..CB_LEN + 4) {
+            let mut a = [0u8; 4];
+            a.copy_from_slice(b);
+            *msg_len = u32::from_ne_bytes(a);
+        }
+    }
+    f & CB_LAST != 0
+}
+
+/// Copies as much of `skb` as still fits in the user's `want` bytes.
+fn copy_part(msg: &mut Msg, skb: &SkBuff, want: u32, copied: &mut u32) -> Result {
+    let n = skb.len().min(want.saturating_sub(*copied));
+    if n > 0 {
+        msg.copy_skb(skb, 0, n)?;
+        *copied += n;
+    }
+    Ok(())
+}
+
+/// `close()`: a listener stops at once and aborts the connections nobody
+/// accepted; a connection closes gracefully (FIN after every queued
+/// message) in the background, or aborts with RST if unread data is left or
+/// `SO_LINGER` is on with a zero timeout. With a non-zero linger timeout
+/// close waits, up to that long, for the peer to acknowledge everything.
+pub(crate) fn release(sk: &Sock) {
+    let guard = sk.lock();
+    let net = sk.mrc_net();
+    let (mode, port) = {
+        let inner = sk.state().inner.lock();
+        (
+            inner.mode,
+            inner.local.filter(|_| inner.owns_port).map(|l| l.port),
+        )
+    };
+    if let Some(port) = port {
+        net.unbind_port(port, sk);
+    }
+    match mode {
+        Mode::Listening => {
+            let pending = {
+                let mut inner = sk.state().inner.lock();
+                inner.mode = Mode::Closed;
+                inner.aq_len = 0;
+                core::mem::take(&mut inner.acceptq)
+            };
+            sk.queue_purge();
+            for child in pending.iter().flatten() {
+                with_conn(child, |inner, now| {
+                    inner.orphan = true;
+                    if let Some(s) = inner.sess.as_deref_mut() {
+                        s.conn.abort(now);
+                    }
+                });
+            }
+            drop(guard);
+            destroy(sk);
+            return;
+        }
+        Mode::Connected | Mode::Connecting => {
+            let unread = sk.queue_len() > 0;
+            let linger = sk.linger();
+            with_conn(sk, |inner, now| {
+                inner.wr_shut = true;
+                inner.rd_shut = true;
+                if let Some(s) = inner.sess.as_deref_mut() {
+                    if unread || linger == Some(0) {
+                        s.conn.abort(now);
+                    } else {
+                        s.conn.close(now);
+                    }
+                }
+            });
+            if let Some(mut timeo) = linger.filter(|t| *t > 0) {
+                let st = sk.state();
+                let _ = guard.wait(&mut timeo, || {
+                    let inner = st.inner.lock();
+                    inner.mode == Mode::Closed
+                        || inner.sess.as_deref().map_or(true, |s| s.conn.all_acked())
+                });
+            }
+        }
+        Mode::Open | Mode::Closed => {}
+    }
+    let over = {
+        let mut inner = sk.state().inner.lock();
+        inner.orphan = true;
+        inner.mode != Mode::Connected && inner.mode != Mode::Connecting
+    };
+    drop(guard);
+    if over {
+        destroy(sk);
+    }
+}
+
+/// Tears down every connection of a namespace that is going away.
+pub(crate) fn abort_for_exit(sk: &Sock) {
+    with_conn(sk, |inner, now| {
+        if let Some(s) = inner.sess.as_deref_mut() {
+            s.conn.abort(now);
+        }
+    });
+    destroy(sk);
 }

@@ -75,7 +75,42 @@ pub(crate) mod err {
     pub(crate) fn address_family_not_supported() -> Error {
         errno(bindings::EAFNOSUPPORT)
     }
+    /// The port is taken.
+    pub(crate) fn address_in_use() -> Error {
+        errno(bindings::EADDRINUSE)
+    }
+    /// The address cannot be used (no route, unspecified, port 0).
+    pub(crate) fn address_not_available() -> Error {
+        errno(bindings::EADDRNOTAVAIL)
+    }
+    /// The socket needs a local address first.
+    pub(crate) fn destination_address_required() -> Error {
+        errno(bindings::EDESTADDRREQ)
+    }
+    /// A connection attempt is already in progress.
+    pub(crate) fn already() -> Error {
+        errno(bindings::EALREADY)
+    }
+    /// The socket is already connected.
+    pub(crate) fn is_connected() -> Error {
+        errno(bindings::EISCONN)
+    }
+    /// The socket is not connected.
+    pub(crate) fn not_connected() -> Error {
+        errno(bindings::ENOTCONN)
+    }
+    /// A non-blocking connect has started.
+    pub(crate) fn in_progress() -> Error {
+        errno(bindings::EINPROGRESS)
+    }
+    /// The peer reset the connection.
+    pub(crate) fn connection_reset() -> Error {
+        errno(bindings::ECONNRESET)
+    }
 }
+
+/// Largest message (`MRC_MAX_MSG` of the uapi header).
+pub(crate) const MRC_MAX_MSG: u32 = bindings::MRC_MAX_MSG;
 
 const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
 
@@ -339,6 +374,47 @@ impl SkBuff {
         })
     }
 
+    /// Drops the first `len` bytes; `false` if the linear part is shorter.
+    pub(crate) fn pull_front(&mut self, len: u32) -> bool {
+        if !self.pull(len) {
+            return false;
+        }
+        // SAFETY: valid per the type invariant; `len` bytes are linear.
+        !unsafe { bindings::mrc_skb_pull(self.0.as_ptr(), len) }.is_null() || len == 0
+    }
+
+    /// Detaches the packet from the socket, route and connection tracking it
+    /// came with, before it is kept for long.
+    pub(crate) fn clean(&mut self) {
+        // SAFETY: valid per the type invariant.
+        unsafe { bindings::mrc_skb_clean(self.0.as_ptr()) };
+    }
+
+    /// The control buffer (`skb->cb`), ours once the packet is received.
+    pub(crate) fn cb(&self) -> &[u8] {
+        // SAFETY: valid per the type invariant; `cb` is plain bytes.
+        unsafe {
+            let cb = &(*self.0.as_ptr()).cb;
+            core::slice::from_raw_parts(cb.as_ptr().cast::<u8>(), cb.len())
+        }
+    }
+
+    /// The control buffer, writable.
+    pub(crate) fn cb_mut(&mut self) -> &mut [u8] {
+        // SAFETY: valid per the type invariant; we own the packet.
+        unsafe {
+            let cb = &mut (*self.0.as_ptr()).cb;
+            core::slice::from_raw_parts_mut(cb.as_mut_ptr().cast::<u8>(), cb.len())
+        }
+    }
+
+    /// Gives up ownership.
+    fn into_raw(self) -> *mut bindings::sk_buff {
+        let p = self.0.as_ptr();
+        core::mem::forget(self);
+        p
+    }
+
     /// The linear part of the packet, starting at `data`.
     pub(crate) fn linear(&self) -> &[u8] {
         let skb = self.0.as_ptr();
@@ -564,6 +640,46 @@ impl UdpTunnel {
         }
     }
 
+    /// Returns the local address routing would send from to reach `dst`.
+    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<IpAddr> {
+        // SAFETY: `self.0` is a live socket (type invariant).
+        let sk = unsafe { (*self.0.as_ptr()).sk };
+        // SAFETY: a socket's namespace outlives it.
+        let net = unsafe { bindings::mrc_sock_net(sk) };
+        match dst {
+            IpAddr::V4(d) => {
+                // SAFETY: all-zero is a valid flow key.
+                let mut fl: bindings::flowi4 = unsafe { MaybeUninit::zeroed().assume_init() };
+                fl.daddr = u32::from_ne_bytes(d);
+                fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                // SAFETY: `net`, `fl` and `sk` are valid for the call.
+                let rt = unsafe { bindings::ip_route_output_flow(net, &mut fl, sk) };
+                from_err_ptr(rt).map_err(|_| err::address_not_available())?;
+                // SAFETY: `rt` is a held route we no longer need.
+                unsafe { bindings::dst_release(ptr::addr_of_mut!((*rt).dst)) };
+                Ok(IpAddr::V4(fl.saddr.to_ne_bytes()))
+            }
+            IpAddr::V6(d) => {
+                // SAFETY: all-zero is a valid flow key.
+                let mut fl: bindings::flowi6 = unsafe { MaybeUninit::zeroed().assume_init() };
+                fl.daddr.in6_u.u6_addr8 = d;
+                fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                // SAFETY: this is an IPv6 socket, so `ipv6_stub` is set.
+                let lookup = unsafe { (*bindings::ipv6_stub).ipv6_dst_lookup_flow }
+                    .ok_or_else(err::address_family_not_supported)?;
+                // SAFETY: `net`, `sk` and `fl` are valid for the call.
+                let dst = unsafe { lookup(net, sk, &mut fl, ptr::null()) };
+                from_err_ptr(dst).map_err(|_| err::address_not_available())?;
+                // SAFETY: `dst` is a held route we no longer need; the lookup
+                // chose the source address.
+                unsafe {
+                    bindings::dst_release(dst);
+                    Ok(IpAddr::V6(fl.saddr.in6_u.u6_addr8))
+                }
+            }
+        }
+    }
+
     /// Stops handing datagrams to the handler; once [`synchronize_net`] has
     /// returned, no receive callback uses it any more.
     pub(crate) fn detach(&self) {
@@ -681,35 +797,574 @@ impl Drop for ProcEntry {
     }
 }
 
-// --- Socket family and protocol -----------------------------------------------
+// --- Locks ------------------------------------------------------------------------
 
-/// Per-socket state of a protocol, stored right after `struct sock`.
-pub(crate) trait SockState: Sized + Send {
-    /// Checks `socket(family, sock_type, protocol)` and builds the state.
-    fn create(sock_type: i32, protocol: i32) -> Result<Self>;
+/// Lock backend of [`SpinLockBh`]: `spin_lock_bh`, for data that softirq
+/// receive and timers share with process context.
+pub(crate) struct SpinBhBackend;
+
+// SAFETY: `spinlock_t` ensures mutual exclusion; disabling bottom halves while
+// it is held keeps a softirq on the same CPU from spinning on it. `relock` is
+// the default, which calls `lock` again.
+unsafe impl kernel::sync::lock::Backend for SpinBhBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = ();
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: the caller passes a writable lock and static name and key.
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: the caller passes an initialised lock.
+        unsafe { bindings::mrc_spin_lock_bh(ptr.cast()) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
+        // SAFETY: the caller owns the lock.
+        unsafe { bindings::mrc_spin_unlock_bh(ptr.cast()) }
+    }
 }
 
-/// `struct sock` followed by the protocol's own state.
+/// A spinlock taken with bottom halves disabled.
+pub(crate) type SpinLockBh<T> = kernel::sync::lock::Lock<T, SpinBhBackend>;
+
+/// Returns an initialiser of a [`SpinLockBh`] with its own lockdep class.
+macro_rules! new_spinlock_bh {
+    ($value:expr, $name:literal) => {
+        $crate::mrc_sys::SpinLockBh::new(
+            $value,
+            ::kernel::c_str!($name),
+            ::kernel::static_lock_class!(),
+        )
+    };
+}
+pub(crate) use new_spinlock_bh;
+
+// --- Time and randomness ----------------------------------------------------------
+
+/// Monotonic time in nanoseconds.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: callable from any context.
+    unsafe { bindings::mrc_ktime_get_ns() }
+}
+
+/// A random `u64` from the kernel's CRNG.
+pub(crate) fn random_u64() -> u64 {
+    // SAFETY: callable from any context.
+    unsafe { bindings::get_random_u64() }
+}
+
+// --- Socket addresses -------------------------------------------------------------
+
+/// An MRC socket address: IP address, MRC port and IPv6 scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MrcAddr {
+    /// IP address.
+    pub(crate) ip: IpAddr,
+    /// MRC port (host byte order).
+    pub(crate) port: u16,
+    /// IPv6 scope id (interface index), 0 for none.
+    pub(crate) scope_id: u32,
+}
+
+/// Length of `struct sockaddr_mrc`.
+pub(crate) const SOCKADDR_MRC_LEN: usize = size_of::<bindings::sockaddr_mrc>();
+
+impl MrcAddr {
+    /// Parses a `struct sockaddr_mrc` given by user space: `EINVAL` if it is
+    /// short or its reserved field is set, `EAFNOSUPPORT` for another family.
+    pub(crate) fn parse(bytes: &[u8]) -> Result<Self> {
+        let raw = bytes.get(..SOCKADDR_MRC_LEN).ok_or(EINVAL)?;
+        // SAFETY: `raw` has the size of the plain-data struct, every bit
+        // pattern of which is valid; the read is unaligned.
+        let sa: bindings::sockaddr_mrc = unsafe { ptr::read_unaligned(raw.as_ptr().cast()) };
+        if i32::from(sa.smrc_family) != param_family() {
+            return Err(err::address_family_not_supported());
+        }
+        if sa.smrc_reserved != 0 {
+            return Err(EINVAL);
+        }
+        let ip = match u32::from(sa.smrc_addr_family) {
+            // SAFETY: reading either member of the plain-data union is valid.
+            bindings::AF_INET => IpAddr::V4(unsafe { sa.smrc_addr.v4 }.to_ne_bytes()),
+            // SAFETY: as above.
+            bindings::AF_INET6 => IpAddr::V6(unsafe { sa.smrc_addr.v6 }),
+            _ => return Err(err::address_family_not_supported()),
+        };
+        Ok(Self {
+            ip,
+            port: u16::from_be(sa.smrc_port),
+            scope_id: sa.smrc_scope_id,
+        })
+    }
+
+    /// Returns the `struct sockaddr_mrc` of this address.
+    pub(crate) fn to_bytes(self) -> [u8; SOCKADDR_MRC_LEN] {
+        // SAFETY: all-zero is a valid `sockaddr_mrc`.
+        let mut sa: bindings::sockaddr_mrc = unsafe { MaybeUninit::zeroed().assume_init() };
+        sa.smrc_family = param_family() as _;
+        sa.smrc_port = self.port.to_be();
+        sa.smrc_scope_id = self.scope_id;
+        match self.ip {
+            IpAddr::V4(a) => {
+                sa.smrc_addr_family = bindings::AF_INET as u16;
+                sa.smrc_addr.v4 = u32::from_ne_bytes(a);
+            }
+            IpAddr::V6(a) => {
+                sa.smrc_addr_family = bindings::AF_INET6 as u16;
+                sa.smrc_addr.v6 = a;
+            }
+        }
+        let mut out = [0u8; SOCKADDR_MRC_LEN];
+        // SAFETY: `out` has the size of `sa`; the write is unaligned.
+        unsafe { ptr::write_unaligned(out.as_mut_ptr().cast(), sa) };
+        out
+    }
+}
+
+impl IpAddr {
+    /// Returns whether this is the unspecified address (all zero).
+    pub(crate) fn is_unspecified(&self) -> bool {
+        match self {
+            IpAddr::V4(a) => *a == [0; 4],
+            IpAddr::V6(a) => *a == [0; 16],
+        }
+    }
+}
+
+// --- Sockets ----------------------------------------------------------------------
+
+/// The protocol state every MRC socket carries.
+type State = crate::mrc_sock::MrcSock;
+
+/// `struct sock` followed by the socket's timer, work item and protocol state.
 #[repr(C)]
-struct SockWith<T> {
+struct SockWith {
     sk: Opaque<bindings::sock>,
-    state: T,
+    timer: Opaque<bindings::hrtimer>,
+    work: Opaque<bindings::work_struct>,
+    state: State,
 }
 
 static PROTO: StaticCell<bindings::proto> = StaticCell::zeroed();
 static PROTO_OPS: StaticCell<bindings::proto_ops> = StaticCell::zeroed();
 static FAMILY_OPS: StaticCell<bindings::net_proto_family> = StaticCell::zeroed();
+/// The module's workqueue; set while [`ProtoRegistration`] lives.
+static WORKQUEUE: core::sync::atomic::AtomicPtr<bindings::workqueue_struct> =
+    core::sync::atomic::AtomicPtr::new(ptr::null_mut());
 
-/// `sk_destruct` of MRC socks: drops the protocol state.
+/// An MRC socket (`struct sock` of the MRC protocol).
+///
+/// # Invariants
+///
+/// `0` is the `sk` of a live [`SockWith`] whose `timer`, `work` and `state`
+/// are initialised.
+#[repr(transparent)]
+pub(crate) struct Sock(Opaque<bindings::sock>);
+
+// SAFETY: `struct sock` is shared between contexts by design; the methods only
+// use its own locking or atomic fields.
+unsafe impl Sync for Sock {}
+// SAFETY: as above.
+unsafe impl Send for Sock {}
+
+impl Sock {
+    /// # Safety
+    ///
+    /// `sk` must be an MRC socket (see the type invariant) alive for `'a`.
+    unsafe fn from_raw<'a>(sk: *mut bindings::sock) -> &'a Sock {
+        // SAFETY: `Sock` is a transparent wrapper; the caller guarantees the rest.
+        unsafe { &*sk.cast::<Sock>() }
+    }
+
+    fn as_ptr(&self) -> *mut bindings::sock {
+        self.0.get()
+    }
+
+    fn with(&self) -> *mut SockWith {
+        // CAST: `sk` is the first field of the `repr(C)` `SockWith`.
+        self.as_ptr().cast()
+    }
+
+    /// The protocol state.
+    pub(crate) fn state(&self) -> &State {
+        // SAFETY: initialised per the type invariant; shared access only.
+        unsafe { &(*self.with()).state }
+    }
+
+    /// MRC's state in the socket's namespace.
+    pub(crate) fn mrc_net(&self) -> &crate::mrc_net::MrcNet {
+        // SAFETY: a socket holds its namespace, whose pernet state lives
+        // until the namespace exits, which is after the socket is gone.
+        unsafe { pernet_state(bindings::mrc_sock_net(self.as_ptr())) }
+    }
+
+    /// Takes a reference.
+    pub(crate) fn hold(&self) -> SockRef {
+        // SAFETY: the socket is alive (`&self`).
+        unsafe { bindings::mrc_sock_hold(self.as_ptr()) };
+        SockRef(NonNull::from(self))
+    }
+
+    /// Takes the socket lock of process context (`lock_sock`).
+    pub(crate) fn lock(&self) -> SockGuard<'_> {
+        // SAFETY: process context; released by the guard.
+        unsafe { bindings::mrc_lock_sock(self.as_ptr()) };
+        SockGuard(self)
+    }
+
+    /// `SO_RCVBUF` in bytes.
+    pub(crate) fn rcvbuf(&self) -> u32 {
+        // SAFETY: a plain field read.
+        unsafe { (*self.as_ptr()).sk_rcvbuf }.max(0) as u32
+    }
+
+    /// `SO_SNDBUF` in bytes.
+    pub(crate) fn sndbuf(&self) -> u32 {
+        // SAFETY: a plain field read.
+        unsafe { (*self.as_ptr()).sk_sndbuf }.max(0) as u32
+    }
+
+    /// Receive timeout in jiffies (0 when `nonblock`).
+    pub(crate) fn rcvtimeo(&self, nonblock: bool) -> isize {
+        // SAFETY: reads socket fields.
+        unsafe { bindings::mrc_sock_rcvtimeo(self.as_ptr(), nonblock) }
+    }
+
+    /// Send timeout in jiffies (0 when `nonblock`).
+    pub(crate) fn sndtimeo(&self, nonblock: bool) -> isize {
+        // SAFETY: reads socket fields.
+        unsafe { bindings::mrc_sock_sndtimeo(self.as_ptr(), nonblock) }
+    }
+
+    /// Records a pending error (`SO_ERROR`) and reports it to waiters.
+    pub(crate) fn set_error(&self, errno: i32) {
+        // SAFETY: any context.
+        unsafe { bindings::mrc_sk_set_err(self.as_ptr(), errno) };
+    }
+
+    /// Takes the pending error, if any.
+    pub(crate) fn take_error(&self) -> Option<Error> {
+        // SAFETY: any context; atomically exchanges the field.
+        let e = unsafe { bindings::mrc_sock_error(self.as_ptr()) };
+        (e < 0).then(|| Error::from_errno(e))
+    }
+
+    /// Whether an error is pending (`SO_ERROR`), without taking it.
+    pub(crate) fn has_error(&self) -> bool {
+        // SAFETY: a plain field read.
+        unsafe { ptr::read_volatile(ptr::addr_of!((*self.as_ptr()).sk_err)) != 0 }
+    }
+
+    /// Wakes readers (`sk_data_ready`).
+    pub(crate) fn data_ready(&self) {
+        // SAFETY: any context.
+        unsafe { bindings::mrc_sk_data_ready(self.as_ptr()) };
+    }
+
+    /// Wakes writers (`sk_write_space`).
+    pub(crate) fn write_space(&self) {
+        // SAFETY: any context.
+        unsafe { bindings::mrc_sk_write_space(self.as_ptr()) };
+    }
+
+    /// Wakes every waiter (`sk_state_change`).
+    pub(crate) fn state_change(&self) {
+        // SAFETY: any context.
+        unsafe { bindings::mrc_sk_state_change(self.as_ptr()) };
+    }
+
+    /// `SO_LINGER`: `Some(jiffies)` when set.
+    pub(crate) fn linger(&self) -> Option<isize> {
+        let mut time: usize = 0;
+        // SAFETY: reads socket fields.
+        let on = unsafe { bindings::mrc_sock_linger(self.as_ptr(), &mut time) };
+        on.then(|| isize::try_from(time).unwrap_or(isize::MAX))
+    }
+
+    fn receive_queue(&self) -> *mut bindings::sk_buff_head {
+        // SAFETY: the field is valid for the life of the socket.
+        unsafe { ptr::addr_of_mut!((*self.as_ptr()).sk_receive_queue) }
+    }
+
+    /// Appends a packet to the receive queue (which has its own lock).
+    pub(crate) fn queue_tail(&self, skb: SkBuff) {
+        // SAFETY: the queue is valid; it takes ownership of the packet.
+        unsafe { bindings::skb_queue_tail(self.receive_queue(), skb.into_raw()) };
+    }
+
+    /// Removes the first packet of the receive queue.
+    pub(crate) fn queue_dequeue(&self) -> Option<SkBuff> {
+        // SAFETY: the queue is valid; a dequeued packet is ours.
+        NonNull::new(unsafe { bindings::skb_dequeue(self.receive_queue()) }).map(SkBuff)
+    }
+
+    /// Number of packets in the receive queue.
+    pub(crate) fn queue_len(&self) -> u32 {
+        // SAFETY: a lockless read of the queue length.
+        unsafe { bindings::mrc_skb_queue_len(self.receive_queue()) }
+    }
+
+    /// Frees every packet of the receive queue.
+    pub(crate) fn queue_purge(&self) {
+        // SAFETY: the queue is valid.
+        unsafe { bindings::mrc_skb_queue_purge(self.receive_queue()) };
+    }
+
+    /// Calls `f` on the packets of the receive queue from the first on, until
+    /// it returns `false`.
+    ///
+    /// Only the socket's single reader (under [`Sock::lock`]) removes packets
+    /// and producers only append at the tail, so the packets visited stay
+    /// queued while `f` runs, as long as `f` stops at the end of what it knows
+    /// to be complete.
+    pub(crate) fn queue_walk(&self, _guard: &SockGuard<'_>, mut f: impl FnMut(&SkBuff) -> bool) {
+        let head = self.receive_queue();
+        // SAFETY: see above; the head is valid.
+        let mut skb = unsafe { bindings::mrc_skb_peek(head) };
+        while let Some(p) = NonNull::new(skb) {
+            let view = core::mem::ManuallyDrop::new(SkBuff(p));
+            if !f(&view) {
+                return;
+            }
+            // SAFETY: `p` is queued (see above); its `next` is the following
+            // packet or the head.
+            skb = unsafe { (*p.as_ptr()).__bindgen_anon_1.__bindgen_anon_1.next };
+            if skb.cast::<bindings::sk_buff_head>() == head {
+                return;
+            }
+        }
+    }
+
+    /// Arms the socket's timer for monotonic time `at_ns` (softirq context).
+    pub(crate) fn arm_timer(&self, at_ns: u64) {
+        // SAFETY: the timer was initialised with the socket and is cancelled
+        // before the socket is freed.
+        unsafe {
+            bindings::mrc_hrtimer_start(
+                Opaque::raw_get(ptr::addr_of!((*self.with()).timer)),
+                at_ns,
+                TIMER_SLACK_NS,
+            )
+        };
+    }
+
+    /// Cancels the timer and waits for a running callback to finish.
+    pub(crate) fn cancel_timer(&self) {
+        // SAFETY: process context; the timer was initialised with the socket.
+        unsafe { bindings::hrtimer_cancel(Opaque::raw_get(ptr::addr_of!((*self.with()).timer))) };
+    }
+
+    /// Queues the socket's work item on the module's workqueue; the work
+    /// holds a reference until it has run.
+    pub(crate) fn queue_work(&self) {
+        let wq = WORKQUEUE.load(core::sync::atomic::Ordering::Acquire);
+        if wq.is_null() {
+            return;
+        }
+        // SAFETY: a reference is taken for the queued work and dropped by
+        // `work_run` (or here if it was already queued).
+        unsafe {
+            bindings::mrc_sock_hold(self.as_ptr());
+            let work = Opaque::raw_get(ptr::addr_of!((*self.with()).work));
+            if !bindings::mrc_queue_work(wq, work) {
+                bindings::mrc_sock_put(self.as_ptr());
+            }
+        }
+    }
+
+    /// Creates a socket in namespace `net` that no `struct socket` owns yet
+    /// (a connection waiting to be accepted).
+    pub(crate) fn new_child(parent: &Sock) -> Result<SockRef> {
+        // SAFETY: the parent's namespace is alive; `PROTO` is registered.
+        let sk = unsafe {
+            bindings::sk_alloc(
+                bindings::mrc_sock_net(parent.as_ptr()),
+                param_family() as _,
+                kernel::bindings::GFP_KERNEL,
+                PROTO.as_ptr(),
+                0,
+            )
+        };
+        if sk.is_null() {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `sk` is new and ours; with no socket `sock_init_data` sets
+        // up the defaults only.
+        unsafe {
+            bindings::sock_init_data(ptr::null_mut(), sk);
+            init_sock(sk);
+        }
+        Ok(SockRef(NonNull::new(sk.cast::<Sock>()).ok_or(ENOMEM)?))
+    }
+}
+
+/// Slack granted to the socket timer.
+const TIMER_SLACK_NS: u64 = 20_000;
+
+/// Initialises the MRC part of a freshly allocated socket.
+///
+/// # Safety
+///
+/// `sk` must be a new socket of `PROTO`, not yet visible to anyone else.
+unsafe fn init_sock(sk: *mut bindings::sock) {
+    let this = sk.cast::<SockWith>();
+    // SAFETY: per the function's contract; `State::new` cannot fail.
+    unsafe {
+        bindings::mrc_hrtimer_init(Opaque::raw_get(ptr::addr_of!((*this).timer)));
+        (*Opaque::raw_get(ptr::addr_of!((*this).timer))).function = Some(timer_run);
+        bindings::mrc_init_work(Opaque::raw_get(ptr::addr_of!((*this).work)), Some(work_run));
+        let init = State::new();
+        let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
+        (*sk).sk_destruct = Some(sk_destruct);
+    }
+}
+
+/// An owned reference to an MRC socket.
+///
+/// # Invariants
+///
+/// `0` is a live MRC socket on which this object holds a reference.
+pub(crate) struct SockRef(NonNull<Sock>);
+
+// SAFETY: references may be dropped from any context (`sock_put`).
+unsafe impl Send for SockRef {}
+// SAFETY: only `&Sock` is handed out, which is `Sync`.
+unsafe impl Sync for SockRef {}
+
+impl core::ops::Deref for SockRef {
+    type Target = Sock;
+    fn deref(&self) -> &Sock {
+        // SAFETY: alive per the type invariant.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Clone for SockRef {
+    fn clone(&self) -> Self {
+        self.hold()
+    }
+}
+
+impl Drop for SockRef {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference.
+        unsafe { bindings::mrc_sock_put(self.as_ptr()) };
+    }
+}
+
+impl SockRef {
+    /// Returns whether both refer to the same socket.
+    pub(crate) fn is(&self, other: &Sock) -> bool {
+        ptr::eq(self.0.as_ptr(), other)
+    }
+}
+
+/// The socket lock of process context, held (`lock_sock`).
+pub(crate) struct SockGuard<'a>(&'a Sock);
+
+impl Drop for SockGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we took the lock in `Sock::lock`.
+        unsafe { bindings::release_sock(self.0.as_ptr()) };
+    }
+}
+
+impl SockGuard<'_> {
+    /// Sleeps until `ready` returns `true`, with the socket lock dropped while
+    /// asleep. `timeo` is the remaining time in jiffies and is updated;
+    /// returns `EAGAIN` once it has run out, or the signal error when a signal
+    /// interrupts the wait.
+    pub(crate) fn wait(&self, timeo: &mut isize, mut ready: impl FnMut() -> bool) -> Result {
+        let sk = self.0.as_ptr();
+        loop {
+            if ready() {
+                return Ok(());
+            }
+            if *timeo <= 0 {
+                return Err(EAGAIN);
+            }
+            // SAFETY: process context.
+            if unsafe { bindings::mrc_signal_pending() } {
+                // SAFETY: pure function of `timeo`.
+                return Err(Error::from_errno(unsafe {
+                    bindings::mrc_sock_intr_errno(*timeo)
+                }));
+            }
+            let mut entry = MaybeUninit::<bindings::wait_queue_entry>::zeroed();
+            // SAFETY: `entry` lives on this stack frame until `finish_wait`
+            // removed it from the queue; the socket's wait queue outlives the
+            // wait since the caller holds the socket.
+            unsafe {
+                let wq = bindings::mrc_sk_sleep(sk);
+                bindings::init_wait_entry(entry.as_mut_ptr(), 0);
+                bindings::prepare_to_wait(
+                    wq,
+                    entry.as_mut_ptr(),
+                    bindings::TASK_INTERRUPTIBLE as _,
+                );
+                if !ready() {
+                    bindings::release_sock(sk);
+                    *timeo = bindings::schedule_timeout(*timeo);
+                    bindings::mrc_lock_sock(sk);
+                }
+                bindings::finish_wait(wq, entry.as_mut_ptr());
+            }
+        }
+    }
+}
+
+/// `sk_destruct` of MRC sockets: drops the protocol state.
 ///
 /// # Safety
 ///
 /// Called only by `__sk_destruct`, once, when the last reference is gone.
-unsafe extern "C" fn sk_destruct<T: SockState>(sk: *mut bindings::sock) {
-    // CAST: every sock of `PROTO` is a `SockWith<T>` (`obj_size`).
-    let this = sk.cast::<SockWith<T>>();
-    // SAFETY: the last reference is gone; `create` initialised `state`.
-    unsafe { ptr::drop_in_place(ptr::addr_of_mut!((*this).state)) };
+unsafe extern "C" fn sk_destruct(sk: *mut bindings::sock) {
+    let this = sk.cast::<SockWith>();
+    // SAFETY: the last reference is gone; `init_sock` initialised `state`.
+    unsafe {
+        bindings::mrc_skb_queue_purge(ptr::addr_of_mut!((*sk).sk_receive_queue));
+        ptr::drop_in_place(ptr::addr_of_mut!((*this).state));
+    }
+}
+
+/// Timer callback of MRC sockets, in softirq context.
+///
+/// # Safety
+///
+/// Called by the hrtimer core for a timer set up by `init_sock`, which is
+/// cancelled before its socket is freed.
+unsafe extern "C" fn timer_run(t: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
+    // SAFETY: `t` is the `timer` field of a live `SockWith`.
+    let sock = unsafe {
+        let this = kernel::container_of!(t.cast::<Opaque<bindings::hrtimer>>(), SockWith, timer);
+        Sock::from_raw(this.cast_mut().cast())
+    };
+    crate::mrc_sock::timer(sock);
+    bindings::hrtimer_restart_HRTIMER_NORESTART
+}
+
+/// Work function of MRC sockets, in process context.
+///
+/// # Safety
+///
+/// Called by the workqueue for a work item queued by `Sock::queue_work`,
+/// which took a reference for it.
+unsafe extern "C" fn work_run(w: *mut bindings::work_struct) {
+    // SAFETY: `w` is the `work` field of a `SockWith` kept alive by the
+    // reference taken when the work was queued.
+    let sock = unsafe {
+        let this = kernel::container_of!(w.cast::<Opaque<bindings::work_struct>>(), SockWith, work);
+        Sock::from_raw(this.cast_mut().cast())
+    };
+    crate::mrc_sock::work(sock);
+    // SAFETY: drops the reference of the queued work.
+    unsafe { bindings::mrc_sock_put(sock.as_ptr()) };
 }
 
 /// `net_proto_family::create`: `socket(AF_MRC, …)`.
@@ -717,7 +1372,7 @@ unsafe extern "C" fn sk_destruct<T: SockState>(sk: *mut bindings::sock) {
 /// # Safety
 ///
 /// Called only by `__sock_create`, with a live namespace and a new socket.
-unsafe extern "C" fn family_create<T: SockState>(
+unsafe extern "C" fn family_create(
     net: *mut bindings::net,
     sock: *mut bindings::socket,
     protocol: c_int,
@@ -726,7 +1381,7 @@ unsafe extern "C" fn family_create<T: SockState>(
     from_result(|| {
         // SAFETY: `__sock_create` passes a fresh, valid `socket`.
         let sock_type = i32::from(unsafe { (*sock).type_ });
-        let state = T::create(sock_type, protocol)?;
+        State::check(sock_type, protocol)?;
         // SAFETY: `net` is the caller's live namespace; `PROTO` is registered.
         let sk = unsafe {
             bindings::sk_alloc(
@@ -745,12 +1400,50 @@ unsafe extern "C" fn family_create<T: SockState>(
             (*sock).state = bindings::socket_state_SS_UNCONNECTED;
             (*sock).ops = PROTO_OPS.as_ptr();
             bindings::sock_init_data(sock, sk);
-            let this = sk.cast::<SockWith<T>>();
-            ptr::addr_of_mut!((*this).state).write(state);
-            (*sk).sk_destruct = Some(sk_destruct::<T>);
+            init_sock(sk);
         }
         Ok(0)
     })
+}
+
+/// Returns the MRC socket of a `struct socket`, if it still has one.
+///
+/// # Safety
+///
+/// `sock` must be a valid socket of our family, alive for `'a`.
+unsafe fn sock_of<'a>(sock: *mut bindings::socket) -> Option<&'a Sock> {
+    // SAFETY: per the contract; an MRC socket's `sk` is an MRC sock.
+    unsafe {
+        let sk = (*sock).sk;
+        (!sk.is_null()).then(|| Sock::from_raw(sk))
+    }
+}
+
+/// Runs a socket operation and converts its result for C.
+///
+/// # Safety
+///
+/// As [`sock_of`].
+unsafe fn sock_op(sock: *mut bindings::socket, f: impl FnOnce(&Sock) -> Result<i32>) -> c_int {
+    // SAFETY: per the contract.
+    match unsafe { sock_of(sock) } {
+        Some(sk) => from_result(|| f(sk)),
+        None => EINVAL.to_errno(),
+    }
+}
+
+/// Returns the bytes of a socket address passed by the socket layer.
+///
+/// # Safety
+///
+/// `addr` must be valid for `len` bytes (the socket layer copied it in).
+unsafe fn addr_bytes<'a>(addr: *const bindings::sockaddr, len: c_int) -> Result<&'a [u8]> {
+    let len = usize::try_from(len).map_err(|_| EINVAL)?;
+    if addr.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: per the contract.
+    Ok(unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), len) })
 }
 
 /// `proto_ops::release`: the last close of an MRC socket.
@@ -758,35 +1451,305 @@ unsafe extern "C" fn family_create<T: SockState>(
 /// # Safety
 ///
 /// Called only by the socket layer, once per socket.
-unsafe extern "C" fn sock_release(sock: *mut bindings::socket) -> c_int {
+unsafe extern "C" fn op_release(sock: *mut bindings::socket) -> c_int {
     // SAFETY: the socket layer calls release once, on a valid socket.
     unsafe {
-        let sk = (*sock).sk;
-        if sk.is_null() {
+        let Some(sk) = sock_of(sock) else {
             return 0;
-        }
-        bindings::mrc_sock_orphan(sk);
+        };
+        crate::mrc_sock::release(sk);
+        bindings::mrc_sock_orphan(sk.as_ptr());
         (*sock).sk = ptr::null_mut();
-        bindings::mrc_sock_put(sk);
+        bindings::mrc_sock_put(sk.as_ptr());
     }
     0
 }
 
-/// Registration of the protocol (`struct proto`, its slab of sockets).
+/// `proto_ops::bind`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and address.
+unsafe extern "C" fn op_bind(
+    sock: *mut bindings::socket,
+    addr: *mut bindings::sockaddr,
+    len: c_int,
+) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            crate::mrc_sock::bind(sk, &MrcAddr::parse(addr_bytes(addr, len)?)?).map(|()| 0)
+        })
+    }
+}
+
+/// `proto_ops::connect`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and address.
+unsafe extern "C" fn op_connect(
+    sock: *mut bindings::socket,
+    addr: *mut bindings::sockaddr,
+    len: c_int,
+    flags: c_int,
+) -> c_int {
+    let nonblock = flags & bindings::O_NONBLOCK as c_int != 0;
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            let addr = MrcAddr::parse(addr_bytes(addr, len)?)?;
+            crate::mrc_sock::connect(sk, &addr, nonblock)?;
+            (*sock).state = bindings::socket_state_SS_CONNECTED;
+            Ok(0)
+        })
+    }
+}
+
+/// `proto_ops::listen`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket.
+unsafe extern "C" fn op_listen(sock: *mut bindings::socket, backlog: c_int) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { sock_op(sock, |sk| crate::mrc_sock::listen(sk, backlog).map(|()| 0)) }
+}
+
+/// `proto_ops::accept`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid listening socket and a new one.
+unsafe extern "C" fn op_accept(
+    sock: *mut bindings::socket,
+    newsock: *mut bindings::socket,
+    arg: *mut bindings::proto_accept_arg,
+) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        let nonblock = (*arg).flags & bindings::O_NONBLOCK as c_int != 0;
+        sock_op(sock, |sk| {
+            let child = crate::mrc_sock::accept(sk, nonblock)?;
+            let csk = child.as_ptr();
+            // The new socket takes over the queue's reference.
+            core::mem::forget(child);
+            bindings::mrc_sock_graft(csk, newsock);
+            (*newsock).state = bindings::socket_state_SS_CONNECTED;
+            Ok(0)
+        })
+    }
+}
+
+/// `proto_ops::getname`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and a `sockaddr_storage`.
+unsafe extern "C" fn op_getname(
+    sock: *mut bindings::socket,
+    addr: *mut bindings::sockaddr,
+    peer: c_int,
+) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            let a = crate::mrc_sock::getname(sk, peer != 0)?.to_bytes();
+            // The socket layer passes room for a `sockaddr_storage`.
+            ptr::copy_nonoverlapping(a.as_ptr(), addr.cast::<u8>(), a.len());
+            Ok(a.len() as i32)
+        })
+    }
+}
+
+/// `proto_ops::poll`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid file, socket and poll table.
+unsafe extern "C" fn op_poll(
+    file: *mut bindings::file,
+    sock: *mut bindings::socket,
+    wait: *mut bindings::poll_table_struct,
+) -> bindings::__poll_t {
+    // SAFETY: per the contract.
+    unsafe {
+        bindings::mrc_sock_poll_wait(file, sock, wait);
+        match sock_of(sock) {
+            Some(sk) => crate::mrc_sock::poll(sk),
+            None => bindings::MRC_EPOLLERR,
+        }
+    }
+}
+
+/// `proto_ops::shutdown`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket.
+unsafe extern "C" fn op_shutdown(sock: *mut bindings::socket, how: c_int) -> c_int {
+    // SAFETY: per the contract.
+    unsafe { sock_op(sock, |sk| crate::mrc_sock::shutdown(sk, how).map(|()| 0)) }
+}
+
+/// `proto_ops::sendmsg`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and message.
+unsafe extern "C" fn op_sendmsg(
+    sock: *mut bindings::socket,
+    msg: *mut bindings::msghdr,
+    len: usize,
+) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            let mut msg = Msg(NonNull::new(msg).ok_or(EINVAL)?);
+            crate::mrc_sock::sendmsg(sk, &mut msg, len)
+        })
+    }
+}
+
+/// `proto_ops::recvmsg`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and message.
+unsafe extern "C" fn op_recvmsg(
+    sock: *mut bindings::socket,
+    msg: *mut bindings::msghdr,
+    len: usize,
+    flags: c_int,
+) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            let mut msg = Msg(NonNull::new(msg).ok_or(EINVAL)?);
+            crate::mrc_sock::recvmsg(sk, &mut msg, len, flags)
+        })
+    }
+}
+
+/// `MSG_*` flags of `sendmsg`/`recvmsg`.
+pub(crate) mod msg_flags {
+    use super::bindings;
+    /// Do not block.
+    pub(crate) const DONTWAIT: i32 = bindings::MSG_DONTWAIT as i32;
+    /// Look at the next message without consuming it.
+    pub(crate) const PEEK: i32 = bindings::MSG_PEEK as i32;
+    /// The message was longer than the buffer; return its real length.
+    pub(crate) const TRUNC: i32 = bindings::MSG_TRUNC as i32;
+    /// End of record: a whole message was returned.
+    pub(crate) const EOR: i32 = bindings::MSG_EOR as i32;
+    /// Do not raise `SIGPIPE`.
+    pub(crate) const NOSIGNAL: i32 = bindings::MSG_NOSIGNAL as i32;
+    /// Out-of-band data, which MRC does not have.
+    pub(crate) const OOB: i32 = bindings::MSG_OOB as i32;
+}
+
+/// `poll` event bits.
+pub(crate) mod poll_bits {
+    use super::bindings;
+    /// Readable.
+    pub(crate) const IN: u32 = bindings::MRC_EPOLLIN | bindings::MRC_EPOLLRDNORM;
+    /// Writable.
+    pub(crate) const OUT: u32 = bindings::MRC_EPOLLOUT | bindings::MRC_EPOLLWRNORM;
+    /// Error pending.
+    pub(crate) const ERR: u32 = bindings::MRC_EPOLLERR;
+    /// Both directions closed.
+    pub(crate) const HUP: u32 = bindings::MRC_EPOLLHUP;
+    /// The peer closed its direction.
+    pub(crate) const RDHUP: u32 = bindings::MRC_EPOLLRDHUP;
+}
+
+/// Raises `SIGPIPE` on the current task (a write after shutdown).
+pub(crate) fn send_sigpipe() {
+    // SAFETY: process context.
+    unsafe { bindings::mrc_send_sigpipe() };
+}
+
+/// A message being sent or received (`struct msghdr`).
+pub(crate) struct Msg(NonNull<bindings::msghdr>);
+
+impl Msg {
+    /// `msg_flags` as given to `sendmsg`.
+    pub(crate) fn flags(&self) -> i32 {
+        // SAFETY: valid for the call.
+        unsafe { (*self.0.as_ptr()).msg_flags as i32 }
+    }
+
+    /// Adds to `msg_flags` (returned by `recvmsg`).
+    pub(crate) fn add_flags(&mut self, flags: i32) {
+        // SAFETY: valid for the call.
+        unsafe { (*self.0.as_ptr()).msg_flags |= flags as c_uint };
+    }
+
+    /// Copies the next `dst.len()` bytes of the user's data into `dst`.
+    pub(crate) fn copy_in(&mut self, dst: &mut [u8]) -> Result {
+        let len = c_int::try_from(dst.len()).map_err(|_| EINVAL)?;
+        // SAFETY: `dst` is writable for `len` bytes; may fault and sleep.
+        to_result(unsafe {
+            bindings::mrc_memcpy_from_msg(dst.as_mut_ptr().cast(), self.0.as_ptr(), len)
+        })
+    }
+
+    /// Copies `len` bytes of `skb` from `offset` to the user.
+    pub(crate) fn copy_skb(&mut self, skb: &SkBuff, offset: u32, len: u32) -> Result {
+        // SAFETY: `skb` is valid and holds `offset + len` bytes (caller).
+        to_result(unsafe {
+            bindings::mrc_skb_copy_datagram_msg(
+                skb.0.as_ptr(),
+                offset as c_int,
+                self.0.as_ptr(),
+                len as c_int,
+            )
+        })
+    }
+
+    /// Reports `addr` as the source of a received message, if asked for.
+    pub(crate) fn set_name(&mut self, addr: &MrcAddr) {
+        let m = self.0.as_ptr();
+        // SAFETY: for `recvmsg` the socket layer points `msg_name` at a
+        // `sockaddr_storage`, or leaves it null.
+        unsafe {
+            if (*m).msg_name.is_null() {
+                return;
+            }
+            let a = addr.to_bytes();
+            ptr::copy_nonoverlapping(a.as_ptr(), (*m).msg_name.cast::<u8>(), a.len());
+            (*m).msg_namelen = a.len() as c_int;
+        }
+    }
+}
+
+/// Registration of the protocol (`struct proto`, its slab of sockets) and of
+/// the module's workqueue.
 pub(crate) struct ProtoRegistration;
 
 impl ProtoRegistration {
-    /// Registers the protocol named `name` whose sockets carry a `T`.
-    pub(crate) fn register<T: SockState>(module: &'static ThisModule, name: &CStr) -> Result<Self> {
+    /// Registers the protocol named `name`.
+    pub(crate) fn register(module: &'static ThisModule, name: &CStr) -> Result<Self> {
+        // SAFETY: may sleep; module init.
+        let wq = unsafe { bindings::mrc_alloc_workqueue() };
+        if wq.is_null() {
+            return Err(ENOMEM);
+        }
+        WORKQUEUE.store(wq, core::sync::atomic::Ordering::Release);
         // SAFETY: module init runs once and `PROTO` is not registered yet.
         let proto = unsafe { &mut *PROTO.as_ptr() };
         for (dst, src) in proto.name.iter_mut().zip(name.as_bytes()) {
             *dst = *src as _;
         }
         proto.owner = module.as_ptr().cast();
-        proto.obj_size = size_of::<SockWith<T>>() as c_uint;
+        proto.obj_size = size_of::<SockWith>() as c_uint;
         // SAFETY: `PROTO` is set up and lives forever.
-        to_result(unsafe { bindings::proto_register(PROTO.as_ptr(), 1) })?;
+        if let Err(e) = to_result(unsafe { bindings::proto_register(PROTO.as_ptr(), 1) }) {
+            WORKQUEUE.store(ptr::null_mut(), core::sync::atomic::Ordering::Release);
+            // SAFETY: nothing was queued yet.
+            unsafe { bindings::destroy_workqueue(wq) };
+            return Err(e);
+        }
         Ok(Self)
     }
 }
@@ -796,6 +1759,11 @@ impl Drop for ProtoRegistration {
         // SAFETY: registered in `register`; no socket is left (the module
         // cannot unload while one holds its reference).
         unsafe { bindings::proto_unregister(PROTO.as_ptr()) };
+        let wq = WORKQUEUE.swap(ptr::null_mut(), core::sync::atomic::Ordering::AcqRel);
+        if !wq.is_null() {
+            // SAFETY: drains work still running its last `sock_put`.
+            unsafe { bindings::destroy_workqueue(wq) };
+        }
     }
 }
 
@@ -804,31 +1772,31 @@ impl Drop for ProtoRegistration {
 pub(crate) struct FamilyRegistration;
 
 impl FamilyRegistration {
-    /// Registers `family` with sockets carrying a `T`; `ProtoRegistration`
-    /// must be registered for the same `T`.
-    pub(crate) fn register<T: SockState>(module: &'static ThisModule, family: i32) -> Result<Self> {
+    /// Registers `family`; [`ProtoRegistration`] must be registered.
+    pub(crate) fn register(module: &'static ThisModule, family: i32) -> Result<Self> {
         let owner = module.as_ptr().cast();
         // SAFETY: module init runs once; neither table is registered yet.
         unsafe {
             let ops = &mut *PROTO_OPS.as_ptr();
             ops.family = family;
             ops.owner = owner;
-            ops.release = Some(sock_release);
-            ops.bind = Some(bindings::sock_no_bind);
-            ops.connect = Some(bindings::sock_no_connect);
+            ops.release = Some(op_release);
+            ops.bind = Some(op_bind);
+            ops.connect = Some(op_connect);
             ops.socketpair = Some(bindings::sock_no_socketpair);
-            ops.accept = Some(bindings::sock_no_accept);
-            ops.getname = Some(bindings::sock_no_getname);
+            ops.accept = Some(op_accept);
+            ops.getname = Some(op_getname);
+            ops.poll = Some(op_poll);
             ops.ioctl = Some(bindings::sock_no_ioctl);
-            ops.listen = Some(bindings::sock_no_listen);
-            ops.shutdown = Some(bindings::sock_no_shutdown);
-            ops.sendmsg = Some(bindings::sock_no_sendmsg);
-            ops.recvmsg = Some(bindings::sock_no_recvmsg);
+            ops.listen = Some(op_listen);
+            ops.shutdown = Some(op_shutdown);
+            ops.sendmsg = Some(op_sendmsg);
+            ops.recvmsg = Some(op_recvmsg);
             ops.mmap = Some(bindings::sock_no_mmap);
 
             let fam = &mut *FAMILY_OPS.as_ptr();
             fam.family = family;
-            fam.create = Some(family_create::<T>);
+            fam.create = Some(family_create);
             fam.owner = owner;
         }
         // SAFETY: `FAMILY_OPS` is set up and lives forever.

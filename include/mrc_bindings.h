@@ -21,6 +21,11 @@
 #include <net/ipv6_stubs.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <linux/hrtimer.h>
+#include <linux/workqueue.h>
+#include <linux/random.h>
+#include <linux/poll.h>
+#include <linux/sched/signal.h>
 
 #include "uapi/linux/mrc.h"
 #include "uapi/linux/mrc_netlink.h"

@@ -11,12 +11,27 @@
 #include <linux/netdevice.h>
 #include <linux/netlink.h>
 #include <linux/udp.h>
+#include <linux/eventpoll.h>
+#include <linux/skbuff.h>
+#include <linux/spinlock_types.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
 
 /* Room in front of an outgoing datagram for UDP, IPv6 and link headers. */
 enum {
 	MRC_TX_HEADROOM = LL_MAX_HEADER + sizeof(struct ipv6hdr) + sizeof(struct udphdr),
 	/* Length of a netlink attribute header (NLA_HDRLEN). */
 	MRC_NLA_HDRLEN = NLA_ALIGN(sizeof(struct nlattr)),
+	/* poll() event bits (typed __poll_t, which bindgen cannot evaluate). */
+	MRC_EPOLLIN = (__force int)EPOLLIN,
+	MRC_EPOLLOUT = (__force int)EPOLLOUT,
+	MRC_EPOLLERR = (__force int)EPOLLERR,
+	MRC_EPOLLHUP = (__force int)EPOLLHUP,
+	MRC_EPOLLRDNORM = (__force int)EPOLLRDNORM,
+	MRC_EPOLLWRNORM = (__force int)EPOLLWRNORM,
+	MRC_EPOLLRDHUP = (__force int)EPOLLRDHUP,
+	/* Bytes of skb->cb. */
+	MRC_SKB_CB_LEN = sizeof_field(struct sk_buff, cb),
 };
 
 struct dst_entry;
@@ -27,6 +42,14 @@ struct net;
 struct sk_buff;
 struct sock;
 struct seq_file;
+struct file;
+struct socket;
+struct hrtimer;
+struct work_struct;
+struct workqueue_struct;
+struct msghdr;
+struct sk_buff_head;
+struct poll_table_struct;
 
 int mrc_param_family(void);
 u16 mrc_param_port(void);
@@ -57,5 +80,37 @@ struct net *mrc_genl_dump_net(const struct netlink_callback *cb);
 u32 mrc_genl_dump_portid(const struct netlink_callback *cb);
 void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr);
 void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr);
+
+void mrc_spin_lock_bh(spinlock_t *lock);
+void mrc_spin_unlock_bh(spinlock_t *lock);
+void mrc_lock_sock(struct sock *sk);
+wait_queue_head_t *mrc_sk_sleep(struct sock *sk);
+bool mrc_signal_pending(void);
+int mrc_sock_intr_errno(long timeo);
+long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock);
+long mrc_sock_sndtimeo(const struct sock *sk, bool noblock);
+int mrc_sock_error(struct sock *sk);
+void mrc_sock_poll_wait(struct file *file, struct socket *sock, struct poll_table_struct *p);
+void mrc_sock_graft(struct sock *sk, struct socket *parent);
+bool mrc_sock_linger(const struct sock *sk, unsigned long *time);
+bool mrc_sock_dead(const struct sock *sk);
+void mrc_sk_set_err(struct sock *sk, int err);
+void mrc_sk_data_ready(struct sock *sk);
+void mrc_sk_write_space(struct sock *sk);
+void mrc_sk_state_change(struct sock *sk);
+void mrc_send_sigpipe(void);
+u64 mrc_ktime_get_ns(void);
+void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack);
+void mrc_hrtimer_init(struct hrtimer *t);
+bool mrc_queue_work(struct workqueue_struct *wq, struct work_struct *w);
+void mrc_init_work(struct work_struct *w, work_func_t fn);
+struct workqueue_struct *mrc_alloc_workqueue(void);
+unsigned char *mrc_skb_pull(struct sk_buff *skb, unsigned int len);
+void mrc_skb_clean(struct sk_buff *skb);
+struct sk_buff *mrc_skb_peek(struct sk_buff_head *q);
+u32 mrc_skb_queue_len(const struct sk_buff_head *q);
+int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
+int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len);
+void mrc_skb_queue_purge(struct sk_buff_head *q);
 
 #endif /* _MRC_HELPERS_H */
