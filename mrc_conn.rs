@@ -27,6 +27,18 @@
 //! and the receiver's as `dst_port`; a SYN_ACK (or repeated SYN) whose ports are not this
 //! connection's, seen from the other end, is dropped as [`DropReason::Invalid`].
 //!
+//! # Direction
+//!
+//! Both directions of a connection share one session id. So that the two ends of one
+//! connection can live on the same host (a connection to a local address) and still be told
+//! apart, every packet carries [`Flags::PASSIVE`] iff it is sent by the end that accepted the
+//! connection: a connection started with [`Conn::accept`] sets it on everything it sends
+//! ([`Conn::is_passive`]), one started with [`Conn::connect`] never does. The glue
+//! demultiplexes by session id and this bit, and [`Conn::handle_packet`] drops a packet whose
+//! bit says it was sent by an end of this connection's own role as [`DropReason::Invalid`];
+//! [`Conn::accept`] likewise refuses a SYN that carries the bit. [`reply_rst`] answers with the
+//! opposite direction of the packet it answers.
+//!
 //! # Message bytes stay in the glue
 //!
 //! The core never sees message contents. [`Conn::send_message`] takes a length and returns a
@@ -321,7 +333,8 @@ pub enum DropReason {
     OutOfWindow,
     /// DATA while the receive buffer is full.
     NoBuffer,
-    /// An acknowledgement of data never sent, or a handshake with the wrong numbers or ports.
+    /// An acknowledgement of data never sent, a handshake with the wrong numbers or ports, or
+    /// a packet whose direction ([`Flags::PASSIVE`]) is this end's own.
     Invalid,
 }
 
@@ -404,7 +417,8 @@ pub enum OpenError {
     AlreadyStarted,
     /// The path table is empty: the glue must add a path first (`EINVAL`).
     NoPath,
-    /// [`Conn::accept`] was given a packet that is not a SYN, or too many endpoints (`EINVAL`).
+    /// [`Conn::accept`] was given a packet that is not a SYN (or a SYN carrying
+    /// [`Flags::PASSIVE`]), or too many endpoints (`EINVAL`).
     Invalid,
 }
 
@@ -547,17 +561,25 @@ fn encode_control(
 /// Writes an RST answering `header`, a packet for which there is no connection; returns its
 /// length, or `None` if no answer is due (the packet is itself an RST) or `out` is too small.
 ///
+/// The RST goes back to the opposite role: it carries [`Flags::PASSIVE`] iff `header` does
+/// not.
+///
 /// A connection attempt to a port nobody listens on is answered this way, which the connecting
 /// end reports as [`ConnError::Refused`].
 pub fn reply_rst(header: &Header, out: &mut [u8]) -> Option<usize> {
     if header.packet_type() == Some(PacketType::Rst) {
         return None;
     }
+    let flags = if header.flags.passive() {
+        Flags::new(PacketType::Rst)
+    } else {
+        Flags::new(PacketType::Rst).with(Flags::PASSIVE)
+    };
     encode_control(
         out,
         header.session_id,
         header.path_id,
-        Flags::new(PacketType::Rst),
+        flags,
         header.ack,
         header.seq,
         &Body::Rst,
@@ -594,6 +616,8 @@ pub struct Conn {
     state: State,
     /// This end entered CloseWait before closing: it needs no TimeWait.
     passive_close: bool,
+    /// This end was started by [`Conn::accept`]: it sets [`Flags::PASSIVE`] on every packet.
+    passive: bool,
     session_id: u64,
     /// MRC port of this end's socket.
     local_port: u16,
@@ -689,6 +713,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         cfg: _,
         state: _,
         passive_close: _,
+        passive: _,
         session_id: _,
         local_port: _,
         peer_port: _,
@@ -788,6 +813,7 @@ impl Conn {
             addr_of_mut!((*p).cfg).write(cfg);
             addr_of_mut!((*p).state).write(State::Idle);
             addr_of_mut!((*p).passive_close).write(false);
+            addr_of_mut!((*p).passive).write(false);
             addr_of_mut!((*p).session_id).write(0);
             addr_of_mut!((*p).local_port).write(0);
             addr_of_mut!((*p).peer_port).write(0);
@@ -898,6 +924,22 @@ impl Conn {
         match self.state {
             State::Closed(e) => e,
             _ => None,
+        }
+    }
+
+    /// Returns whether this end is the passive one, started by [`Conn::accept`]: it sets
+    /// [`Flags::PASSIVE`] on every packet it sends and accepts only packets without it. False
+    /// before the connection starts and for a connection started by [`Conn::connect`].
+    pub fn is_passive(&self) -> bool {
+        self.passive
+    }
+
+    /// Returns flags of type `ty` with this end's direction bit.
+    fn flags(&self, ty: PacketType) -> Flags {
+        if self.passive {
+            Flags::new(ty).with(Flags::PASSIVE)
+        } else {
+            Flags::new(ty)
         }
     }
 
@@ -1065,6 +1107,7 @@ impl Conn {
         }
         let path_id = self.first_path_id().ok_or(OpenError::NoPath)?;
         self.set_local_eps(endpoints)?;
+        self.passive = false;
         self.session_id = session_id;
         self.start_send_side(isn);
         self.hs_path_id = path_id;
@@ -1098,6 +1141,10 @@ impl Conn {
         let Body::Syn(hs) = syn.body else {
             return Err(OpenError::Invalid);
         };
+        // A SYN comes from the active end, which never sets the direction bit.
+        if syn.header.flags.passive() {
+            return Err(OpenError::Invalid);
+        }
         if self.paths.is_empty() {
             return Err(OpenError::NoPath);
         }
@@ -1109,6 +1156,7 @@ impl Conn {
         {
             *slot = ep;
         }
+        self.passive = true;
         self.session_id = syn.header.session_id;
         self.local_port = hs.dst_port;
         self.peer_port = hs.src_port;
@@ -1368,7 +1416,7 @@ impl Conn {
             buf,
             self.session_id,
             pid,
-            Flags::new(PacketType::Rst),
+            self.flags(PacketType::Rst),
             self.snd_nxt,
             self.rcv_nxt,
             &Body::Rst,
@@ -1404,7 +1452,7 @@ impl Conn {
             buf,
             self.session_id,
             pid,
-            Flags::new(body.packet_type()),
+            self.flags(body.packet_type()),
             self.isn,
             ack,
             &body,
@@ -1449,7 +1497,7 @@ impl Conn {
             buf,
             self.session_id,
             self.ack_path_id,
-            Flags::new(PacketType::Ack),
+            self.flags(PacketType::Ack),
             self.snd_nxt,
             self.rcv_nxt,
             &Body::Ack(sack),
@@ -1478,7 +1526,7 @@ impl Conn {
             buf,
             self.session_id,
             path_id,
-            Flags::new(PacketType::ProbeAck),
+            self.flags(PacketType::ProbeAck),
             self.snd_nxt,
             self.rcv_nxt,
             &Body::ProbeAck(probe),
@@ -1503,7 +1551,7 @@ impl Conn {
             buf,
             self.session_id,
             pid,
-            Flags::new(PacketType::Probe),
+            self.flags(PacketType::Probe),
             self.snd_nxt,
             self.rcv_nxt,
             &Body::Probe(probe),
@@ -1534,13 +1582,13 @@ impl Conn {
                 buf,
                 self.session_id,
                 pid,
-                Flags::new(PacketType::Fin),
+                self.flags(PacketType::Fin),
                 seq,
                 self.rcv_nxt,
                 &Body::Fin,
             )?
         } else {
-            let mut flags = Flags::new(PacketType::Data);
+            let mut flags = self.flags(PacketType::Data);
             if slot.flags & SF_FIRST != 0 {
                 flags |= Flags::FIRST;
             }
@@ -1696,6 +1744,10 @@ impl Conn {
 
     /// Processes one packet that [`mrc_proto::decode`] accepted for this connection.
     ///
+    /// A packet of another session is dropped as [`DropReason::WrongSession`], one whose
+    /// [`Flags::PASSIVE`] bit equals this end's own ([`Conn::is_passive`]), so that it cannot
+    /// come from the peer, as [`DropReason::Invalid`].
+    ///
     /// Afterwards the glue drains [`Conn::poll_event`] and [`Conn::poll_transmit`] and re-arms
     /// the timer.
     pub fn handle_packet(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
@@ -1703,6 +1755,14 @@ impl Conn {
         self.last_now = self.last_now.max(now_ns);
         if h.session_id != self.session_id {
             return Input::Dropped(DropReason::WrongSession);
+        }
+        if matches!(self.state, State::Idle | State::Closed(_)) {
+            return Input::Dropped(DropReason::BadState);
+        }
+        // Only the other role's packets are for this end: the active end receives packets
+        // with the direction bit, the passive end packets without it.
+        if h.flags.passive() == self.passive {
+            return Input::Dropped(DropReason::Invalid);
         }
         match self.state {
             State::Idle | State::Closed(_) => Input::Dropped(DropReason::BadState),

@@ -14,8 +14,8 @@
 //! |-------:|-----:|---------------|----------------------------------------------------------|
 //! |      0 |    4 | `magic`       | [`MAGIC`], `0x4D524320` ("MRC ")                         |
 //! |      4 |    2 | `version`     | [`VERSION`], `1`                                         |
-//! |      6 |    2 | `flags`       | packet type and modifiers, see [`Flags`]                 |
-//! |      8 |    8 | `session_id`  | random per connection                                    |
+//! |      6 |    2 | `flags`       | packet type, modifiers and direction, see [`Flags`]      |
+//! |      8 |    8 | `session_id`  | random per connection, the same in both directions       |
 //! |     16 |    4 | `path_id`     | path the packet was sent on (echoed in ACKs)             |
 //! |     20 |    8 | `seq_num`     | connection-level packet sequence number                  |
 //! |     28 |    8 | `ack_num`     | cumulative ack: every seq below it has arrived           |
@@ -35,7 +35,15 @@
 //! | 9     | [`Flags::LAST`]: last packet of a message (DATA only)                   |
 //! | 10    | [`Flags::ECE`]: congestion experienced echo (any type)                  |
 //! | 11    | [`Flags::NACK`]: the SACK reports losses (ACK only; reserved)           |
-//! | 12-15 | reserved, must be zero                                                  |
+//! | 12    | [`Flags::PASSIVE`]: sent by the passive (accepting) end (any type)      |
+//! | 13-15 | reserved, must be zero                                                  |
+//!
+//! [`Flags::PASSIVE`] is a direction bit, not a modifier of the packet type: the end that
+//! accepted the connection sets it on every packet it sends, the end that connected never
+//! does. Both directions share one `session_id`, so when both ends of a connection live on the
+//! same host (a connection to a local address) the session id and this bit together tell which
+//! end a packet is for. An RST answering a packet of an unknown session carries the opposite
+//! direction of the packet it answers.
 //!
 //! # Bodies
 //!
@@ -203,7 +211,11 @@ impl PacketType {
         }
     }
 
-    /// Returns the modifier bits that packets of this type may carry.
+    /// Returns the modifier bits (within [`Flags::MODIFIER_MASK`]) that packets of this type
+    /// may carry.
+    ///
+    /// The direction bit [`Flags::PASSIVE`] is not a modifier: packets of every type may carry
+    /// it, so it is not included here.
     pub const fn allowed_modifiers(self) -> u16 {
         match self {
             PacketType::Data => Flags::FIRST.0 | Flags::LAST.0 | Flags::ECE.0,
@@ -219,7 +231,8 @@ impl fmt::Display for PacketType {
     }
 }
 
-/// The 16-bit flags field: packet type in bits 0-3, modifiers in bits 8-11.
+/// The 16-bit flags field: packet type in bits 0-3, modifiers in bits 8-11, direction in bit
+/// 12.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Flags(pub u16);
 
@@ -228,8 +241,11 @@ impl Flags {
     pub const TYPE_MASK: u16 = 0x000F;
     /// Mask of every modifier bit defined by this version.
     pub const MODIFIER_MASK: u16 = 0x0F00;
+    /// Mask of the direction bit, [`Flags::PASSIVE`], which packets of every type may carry.
+    pub const DIRECTION_MASK: u16 = Flags::PASSIVE.0;
     /// Mask of the reserved bits, which must be zero.
-    pub const RESERVED_MASK: u16 = !(Flags::TYPE_MASK | Flags::MODIFIER_MASK);
+    pub const RESERVED_MASK: u16 =
+        !(Flags::TYPE_MASK | Flags::MODIFIER_MASK | Flags::DIRECTION_MASK);
 
     /// First packet of a message (DATA only).
     pub const FIRST: Flags = Flags(1 << 8);
@@ -239,6 +255,12 @@ impl Flags {
     pub const ECE: Flags = Flags(1 << 10);
     /// The SACK reports losses (ACK only; reserved for future use).
     pub const NACK: Flags = Flags(1 << 11);
+    /// Sent by the passive (accepting) end of the connection (any type).
+    ///
+    /// A direction bit rather than a modifier: the end that accepted the connection sets it on
+    /// every packet it sends and the end that connected never does, so that two ends of one
+    /// connection on the same host (sharing its session id) can be told apart.
+    pub const PASSIVE: Flags = Flags(1 << 12);
 
     /// Returns flags with the given type and no modifiers.
     pub const fn new(packet_type: PacketType) -> Flags {
@@ -290,10 +312,17 @@ impl Flags {
         self.contains(Flags::NACK)
     }
 
+    /// Returns whether [`Flags::PASSIVE`] is set: the packet was sent by the passive
+    /// (accepting) end of its connection.
+    pub const fn passive(self) -> bool {
+        self.contains(Flags::PASSIVE)
+    }
+
     /// Returns whether the flags are acceptable on the wire for a packet of type `packet_type`.
     ///
     /// The type field must equal `packet_type`, reserved bits must be zero and only modifiers
-    /// allowed for the type may be set.
+    /// allowed for the type may be set. The direction bit [`Flags::PASSIVE`] is valid for every
+    /// type.
     pub const fn is_valid_for(self, packet_type: PacketType) -> bool {
         self.0 & Flags::TYPE_MASK == packet_type.to_wire()
             && self.0 & Flags::RESERVED_MASK == 0
@@ -322,7 +351,7 @@ impl core::ops::BitOrAssign for Flags {
 /// The fixed header, without magic, version and checksum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Header {
-    /// Packet type and modifiers.
+    /// Packet type, modifiers and direction.
     pub flags: Flags,
     /// Connection identifier chosen at handshake.
     pub session_id: u64,
@@ -1128,10 +1157,11 @@ fn write_header(
 
 /// Serialise into `out`; returns bytes written, computing payload_len and checksum.
 ///
-/// The type field of `header.flags` is set from `body`; the modifiers are kept and must be
-/// allowed for the type (see [`Flags::is_valid_for`]). `header.payload_len` is ignored. Every
-/// packet this function writes is accepted by [`decode`], which returns the same header (with
-/// the type and `payload_len` filled in) and an equal body.
+/// The type field of `header.flags` is set from `body`; the modifiers and the direction bit are
+/// kept, and the modifiers must be allowed for the type (see [`Flags::is_valid_for`]).
+/// `header.payload_len` is ignored. Every packet this function writes is accepted by
+/// [`decode`], which returns the same header (with the type and `payload_len` filled in) and an
+/// equal body.
 pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
     let ty = body.packet_type();
     let flags = header.flags.with_type(ty);

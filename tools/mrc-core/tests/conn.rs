@@ -91,6 +91,13 @@ fn drain_tx(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
             }
         };
         assert_eq!(len, tx.len);
+        // Every packet carries the sender's direction: PASSIVE iff it accepted.
+        assert_eq!(
+            header(&buf[..len]).flags.passive(),
+            c.is_passive(),
+            "direction bit of {:?}",
+            kind(&buf[..len])
+        );
         out.push((tx, buf[..len].to_vec()));
     }
     panic!("poll_transmit never ran dry");
@@ -253,6 +260,19 @@ fn handshake_needs_a_path_and_a_syn() {
     let fin = decode(&buf[..n]).unwrap();
     assert_eq!(s.accept(0, &fin, 1, &[]), Err(OpenError::Invalid));
     assert_eq!(OpenError::NoPath.errno(), 22);
+    // A SYN carrying the direction bit comes from a passive end: not a connection request.
+    let mut buf = [0u8; 128];
+    let h = Header {
+        flags: Flags::PASSIVE,
+        ..h
+    };
+    let hs = Handshake::new(1, 2, 3, 4, &[]);
+    let n = mrc_proto::encode(&h, &Body::Syn(hs), &mut buf).unwrap();
+    let syn = decode(&buf[..n]).unwrap();
+    assert!(syn.header.flags.passive());
+    assert_eq!(s.accept(0, &syn, 1, &[]), Err(OpenError::Invalid));
+    assert_eq!(s.state(), State::Idle);
+    assert!(!s.is_passive());
 }
 
 #[test]
@@ -299,6 +319,9 @@ fn rst_answer_to_syn_is_refused() {
     let mut buf = [0u8; MIN_TX_BUF];
     let n = mrc_conn::reply_rst(&header(&syn[0]), &mut buf).unwrap();
     assert_eq!(kind(&buf[..n]), PacketType::Rst);
+    // The SYN came from an active end, so the answer is marked as from a passive one.
+    assert!(!header(&syn[0]).flags.passive());
+    assert!(header(&buf[..n]).flags.passive());
     // Never answer an RST with an RST.
     assert_eq!(
         mrc_conn::reply_rst(&header(&buf[..n]), &mut [0u8; 64]),
@@ -628,6 +651,7 @@ fn sack_of_unsent_data_is_ignored_and_ack_beyond_snd_nxt_invalid() {
     let _ = drain(&mut client, MS);
     let bitmap = [0xFFu8; 4];
     let h = Header {
+        flags: Flags::PASSIVE,
         session_id: SESSION,
         path_id: PATH_ID,
         ack: CLIENT_ISN,
@@ -1043,6 +1067,7 @@ fn lost_fin_is_retransmitted_and_time_wait_reacks() {
     let dup = {
         let mut buf = [0u8; 128];
         let h = Header {
+            flags: Flags::PASSIVE,
             session_id: SESSION,
             path_id: PATH_ID,
             seq: SERVER_ISN,
@@ -1113,6 +1138,310 @@ fn rst_in_synreceived_resets() {
     let rst = drain(&mut client, 0);
     feed(&mut server, 0, &rst[0]);
     assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Direction
+// ---------------------------------------------------------------------------------------------
+
+/// Re-encodes a packet with its direction bit set or cleared, everything else unchanged.
+fn with_passive(bytes: &[u8], passive: bool) -> Vec<u8> {
+    let pkt = decode(bytes).unwrap();
+    let mut h = pkt.header;
+    h.flags = if passive {
+        h.flags | Flags::PASSIVE
+    } else {
+        h.flags.without(Flags::PASSIVE)
+    };
+    let mut buf = vec![0u8; bytes.len()];
+    let n = mrc_proto::encode(&h, &pkt.body, &mut buf).unwrap();
+    assert_eq!(n, bytes.len());
+    buf
+}
+
+/// Type and direction bit of every packet each end sent: `[client, server]`.
+type Log = [Vec<(PacketType, bool)>; 2];
+
+fn log_packets(log: &mut Log, from: usize, pkts: &[Vec<u8>]) {
+    for p in pkts {
+        log[from].push((kind(p), header(p).flags.passive()));
+    }
+}
+
+/// Like `exchange`, recording every packet in `log`.
+fn exchange_logged(client: &mut Conn, server: &mut Conn, now: u64, log: &mut Log) {
+    for _ in 0..1000 {
+        let x = drain(client, now);
+        let y = drain(server, now);
+        if x.is_empty() && y.is_empty() {
+            return;
+        }
+        log_packets(log, 0, &x);
+        log_packets(log, 1, &y);
+        feed_all(server, now, &x);
+        feed_all(client, now, &y);
+    }
+    panic!("exchange did not settle");
+}
+
+#[test]
+fn direction_bit_marks_the_accepting_end() {
+    let mut log: Log = [vec![], vec![]];
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    assert!(!client.is_passive() && !server.is_passive());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    assert!(!client.is_passive());
+    let syn = drain(&mut client, 0);
+    log_packets(&mut log, 0, &syn);
+    server
+        .accept(10 * US, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    assert!(server.is_passive());
+    // Handshake, messages both ways (DATA and ACK).
+    exchange_logged(&mut client, &mut server, 20 * US, &mut log);
+    assert_eq!(client.state(), State::Established);
+    assert_eq!(server.state(), State::Established);
+    client.send_message(3000).unwrap();
+    server.send_message(3000).unwrap();
+    let mut now = MS;
+    exchange_logged(&mut client, &mut server, now, &mut log);
+    // Idle heartbeats from both ends (PROBE and PROBE_ACK).
+    let sent = |log: &Log, from: usize, ty: PacketType| log[from].iter().any(|&(t, _)| t == ty);
+    for _ in 0..100 {
+        let done =
+            (0..2).all(|i| sent(&log, i, PacketType::Probe) && sent(&log, i, PacketType::ProbeAck));
+        if done {
+            break;
+        }
+        now = client
+            .next_timeout(now)
+            .into_iter()
+            .chain(server.next_timeout(now))
+            .min()
+            .unwrap();
+        client.on_timeout(now);
+        server.on_timeout(now);
+        exchange_logged(&mut client, &mut server, now, &mut log);
+    }
+    // Orderly close from both ends (FIN).
+    client.close(now);
+    exchange_logged(&mut client, &mut server, now, &mut log);
+    server.close(now);
+    exchange_logged(&mut client, &mut server, now, &mut log);
+    assert_eq!(client.state(), State::TimeWait);
+    assert_eq!(server.state(), State::Closed(None));
+    assert!(!client.is_passive() && server.is_passive());
+    // Aborts (RST).
+    let (mut client, mut server) = established();
+    client.abort(MS);
+    server.abort(MS);
+    log_packets(&mut log, 0, &drain(&mut client, MS));
+    log_packets(&mut log, 1, &drain(&mut server, MS));
+
+    for (from, passive) in [(0, false), (1, true)] {
+        for &(ty, bit) in &log[from] {
+            assert_eq!(bit, passive, "end {from} sent {ty} with PASSIVE {bit}");
+        }
+        for ty in PacketType::ALL {
+            let expected = match ty {
+                PacketType::Syn => from == 0,
+                PacketType::SynAck => from == 1,
+                _ => true,
+            };
+            assert_eq!(sent(&log, from, ty), expected, "end {from}, {ty}");
+        }
+    }
+}
+
+#[test]
+fn wrong_direction_is_dropped_as_invalid() {
+    // Handshake: a SYN looped back to its sender, a SYN_ACK without the bit, a SYN_ACK looped
+    // back to the accepting end.
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    assert_eq!(
+        feed(&mut client, 0, &syn[0]),
+        Input::Dropped(DropReason::Invalid)
+    );
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let synack = drain(&mut server, 0);
+    assert_eq!(kind(&synack[0]), PacketType::SynAck);
+    assert_eq!(
+        feed(&mut server, 0, &synack[0]),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(
+        feed(&mut server, 0, &with_passive(&syn[0], true)),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(
+        feed(&mut client, 0, &with_passive(&synack[0], false)),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(client.state(), State::SynSent);
+    assert_eq!(server.state(), State::SynReceived);
+    assert_eq!(feed(&mut client, 0, &synack[0]), Input::Consumed);
+    exchange(&mut client, &mut server, 0);
+    assert_eq!(server.state(), State::Established);
+
+    // DATA in both directions.
+    client.send_message(100).unwrap();
+    server.send_message(100).unwrap();
+    let find_data = |pkts: Vec<Vec<u8>>| {
+        pkts.into_iter()
+            .find(|p| kind(p) == PacketType::Data)
+            .unwrap()
+    };
+    let c_data = find_data(drain(&mut client, MS));
+    let s_data = find_data(drain(&mut server, MS));
+    for (c, d) in [(&mut client, &c_data), (&mut server, &s_data)] {
+        // Its own packet looped back, and the peer's with the bit flipped.
+        assert_eq!(feed(c, MS, d), Input::Dropped(DropReason::Invalid));
+    }
+    assert_eq!(
+        feed(&mut server, MS, &with_passive(&c_data, true)),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(
+        feed(&mut client, MS, &with_passive(&s_data, false)),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(server.rcv_nxt(), CLIENT_ISN);
+    assert_eq!(client.rcv_nxt(), SERVER_ISN);
+    assert_eq!(
+        feed(&mut server, MS, &c_data),
+        Input::Store { seq: CLIENT_ISN }
+    );
+    assert_eq!(
+        feed(&mut client, MS, &s_data),
+        Input::Store { seq: SERVER_ISN }
+    );
+
+    // An RST in the wrong direction resets nothing.
+    client.abort(MS);
+    let rst = drain(&mut client, MS);
+    assert_eq!(kind(&rst[0]), PacketType::Rst);
+    assert_eq!(
+        feed(&mut server, MS, &with_passive(&rst[0], true)),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(server.state(), State::Established);
+    assert_eq!(feed(&mut server, MS, &rst[0]), Input::Consumed);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+#[test]
+fn both_ends_on_one_host_are_told_apart() {
+    // Both ends share the session id; the receiving host picks the connection by the session
+    // id and the direction bit: a packet with PASSIVE is for the active end and vice versa.
+    let mut ends = [
+        new_conn(ConnConfig::default()),
+        new_conn(ConnConfig::default()),
+    ];
+    ends[0].set_ports(CLIENT_PORT, SERVER_PORT);
+    ends[0].connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut ends[0], 0);
+    ends[1]
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    let mut sent = [false; 2];
+    let mut now = 0;
+    for _ in 0..1000 {
+        for (c, sent) in ends.iter_mut().zip(sent.iter_mut()) {
+            if !*sent && c.state() == State::Established {
+                c.send_message(5000).unwrap();
+                *sent = true;
+            }
+        }
+        let mut pkts = drain(&mut ends[0], now);
+        pkts.extend(drain(&mut ends[1], now));
+        if pkts.is_empty() {
+            match ends.iter().filter_map(|c| c.next_timeout(now)).min() {
+                Some(t) if t < 10 * MS => {
+                    now = t;
+                    for c in ends.iter_mut() {
+                        c.on_timeout(now);
+                    }
+                    continue;
+                }
+                _ => break,
+            }
+        }
+        for p in &pkts {
+            let h = header(p);
+            let to = ends
+                .iter()
+                .position(|c| c.session_id() == h.session_id && c.is_passive() != h.flags.passive())
+                .expect("exactly one end takes the packet");
+            assert_eq!(
+                ends.iter()
+                    .filter(
+                        |c| c.session_id() == h.session_id && c.is_passive() != h.flags.passive()
+                    )
+                    .count(),
+                1
+            );
+            let input = feed(&mut ends[to], now, p);
+            assert!(
+                !matches!(input, Input::Dropped(DropReason::Invalid)),
+                "{:?} to end {to}",
+                kind(p)
+            );
+        }
+    }
+    assert_eq!(sent, [true; 2]);
+    for c in ends.iter_mut() {
+        assert_eq!(c.state(), State::Established);
+        let evs = events(c);
+        assert!(messages(&evs).iter().any(|&(_, _, len)| len == 5000));
+    }
+}
+
+#[test]
+fn reply_rst_goes_to_the_opposite_role() {
+    let (mut client, mut server) = established();
+    client.send_message(10).unwrap();
+    server.send_message(10).unwrap();
+    let c_data = drain(&mut client, MS).remove(0);
+    let s_data = drain(&mut server, MS).remove(0);
+    assert!(!header(&c_data).flags.passive());
+    assert!(header(&s_data).flags.passive());
+    let mut buf = [0u8; MIN_TX_BUF];
+    // Answering the active end's packet, the RST is from a passive end; and vice versa.
+    let n = mrc_conn::reply_rst(&header(&c_data), &mut buf).unwrap();
+    let to_client = buf[..n].to_vec();
+    let n = mrc_conn::reply_rst(&header(&s_data), &mut buf).unwrap();
+    let to_server = buf[..n].to_vec();
+    assert_eq!(kind(&to_client), PacketType::Rst);
+    assert_eq!(kind(&to_server), PacketType::Rst);
+    assert!(header(&to_client).flags.passive());
+    assert!(!header(&to_server).flags.passive());
+    assert_eq!(header(&to_client).session_id, SESSION);
+    // Each is taken only by the end whose packet it answers.
+    assert_eq!(
+        feed(&mut server, MS, &to_client),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(
+        feed(&mut client, MS, &to_server),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(client.state(), State::Established);
+    assert_eq!(server.state(), State::Established);
+    assert_eq!(feed(&mut client, MS, &to_client), Input::Consumed);
+    assert_eq!(feed(&mut server, MS, &to_server), Input::Consumed);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::Reset)));
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+    // An RST is never answered, whatever its direction.
+    assert_eq!(mrc_conn::reply_rst(&header(&to_client), &mut buf), None);
+    assert_eq!(mrc_conn::reply_rst(&header(&to_server), &mut buf), None);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1238,7 +1567,13 @@ fn random_packets_never_panic() {
                     ts: rnd(),
                 }),
             };
+            // Mostly the direction the target accepts (PASSIVE towards the client), sometimes
+            // the wrong one.
+            let to_client = rnd() % 2 == 0;
             let mut flags = Flags(0);
+            if to_client != (rnd() % 16 == 0) {
+                flags |= Flags::PASSIVE;
+            }
             if matches!(body, Body::Data(_)) {
                 if rnd() % 2 == 0 {
                     flags |= Flags::FIRST;
@@ -1252,11 +1587,7 @@ fn random_packets_never_panic() {
                 continue;
             };
             let pkt = decode(&buf[..n]).unwrap();
-            let target: &mut Conn = if rnd() % 2 == 0 {
-                &mut client
-            } else {
-                &mut server
-            };
+            let target: &mut Conn = if to_client { &mut client } else { &mut server };
             target.handle_packet(now, &pkt);
             if rnd() % 3 == 0 {
                 target.on_timeout(now);

@@ -90,8 +90,8 @@ fn body() -> impl Strategy<Value = OwnedBody> {
 }
 
 /// A header and body that encode; modifiers are chosen among those allowed for the type, the
-/// type bits of the header are arbitrary (encode replaces them) and `ack` leaves room for a
-/// full SACK bitmap above it.
+/// direction bit is arbitrary, the type bits of the header are arbitrary (encode replaces them)
+/// and `ack` leaves room for a full SACK bitmap above it.
 fn packet() -> impl Strategy<Value = (Header, OwnedBody)> {
     (
         body(),
@@ -104,7 +104,11 @@ fn packet() -> impl Strategy<Value = (Header, OwnedBody)> {
     )
         .prop_map(|(b, fl, session_id, path_id, seq, ack, payload_len)| {
             let ty = b.as_body(ack).packet_type();
-            let flags = Flags((fl & Flags::TYPE_MASK) | (fl & ty.allowed_modifiers()));
+            let flags = Flags(
+                (fl & Flags::TYPE_MASK)
+                    | (fl & ty.allowed_modifiers())
+                    | (fl & Flags::DIRECTION_MASK),
+            );
             let h = Header {
                 flags,
                 session_id,
@@ -135,7 +139,7 @@ fn sealed_garbage() -> impl Strategy<Value = Vec<u8>> {
             bytes[0..4].copy_from_slice(&MAGIC.to_be_bytes());
             bytes[4..6].copy_from_slice(&VERSION.to_be_bytes());
             // Mostly valid flag bits, so bodies are parsed.
-            let flags = ty | (fl & 0x0F00);
+            let flags = ty | (fl & (Flags::MODIFIER_MASK | Flags::DIRECTION_MASK));
             bytes[6..8].copy_from_slice(&flags.to_be_bytes());
             bytes.resize(bytes.len().max(HEADER_LEN), 0);
             let len = (bytes.len() - HEADER_LEN) as u32;
@@ -162,6 +166,34 @@ proptest! {
         prop_assert_eq!(peek_header(&bytes), Ok(want));
         // Re-encoding what was decoded gives the same bytes.
         prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+    }
+
+    #[test]
+    fn flag_bits_are_accepted_iff_allowed((h, b) in packet(), fl in any::<u16>()) {
+        // Any flags value on an otherwise valid packet: decode accepts it exactly when the
+        // reserved bits are zero and the modifiers are allowed for the type; the direction
+        // bit is allowed on every type and round-trips.
+        let body = b.as_body(h.ack);
+        let ty = body.packet_type();
+        let mut bytes = encode_vec(&h, &body);
+        let flags = Flags((fl & !Flags::TYPE_MASK) | ty.to_wire());
+        bytes[6..8].copy_from_slice(&flags.0.to_be_bytes());
+        seal(&mut bytes).expect("seal");
+        let allowed = fl & Flags::RESERVED_MASK == 0
+            && fl & Flags::MODIFIER_MASK & !ty.allowed_modifiers() == 0;
+        prop_assert_eq!(flags.is_valid_for(ty), allowed);
+        match decode(&bytes) {
+            Ok(pkt) => {
+                prop_assert!(allowed);
+                prop_assert_eq!(pkt.header.flags, flags);
+                prop_assert_eq!(pkt.header.flags.passive(), fl & Flags::PASSIVE.0 != 0);
+                prop_assert_eq!(&encode_vec(&pkt.header, &pkt.body), &bytes);
+            }
+            Err(e) => {
+                prop_assert!(!allowed);
+                prop_assert_eq!(e, DecodeError::BadFlags);
+            }
+        }
     }
 
     #[test]

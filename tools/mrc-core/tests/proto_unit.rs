@@ -138,6 +138,45 @@ fn golden_fin_layout() {
 }
 
 #[test]
+fn golden_passive_layout() {
+    // The direction bit is bit 12: the high byte of the flags field gets 0x10.
+    let h = Header {
+        flags: Flags::PASSIVE | Flags::ECE,
+        ..header()
+    };
+    let bytes = round_trip(&h, &Body::Rst);
+    let mut want = vec![
+        0x4D, 0x52, 0x43, 0x20, // magic
+        0x00, 0x01, // version
+        0x14, 0x06, // flags: PASSIVE | ECE | RST
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session_id
+        0x11, 0x22, 0x33, 0x44, // path_id
+        0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8, // seq
+        0, 0, 0, 0, 0, 0, 0x03, 0xE8, // ack
+        0, 0, 0, 0, // payload_len
+        0, 0, 0, 0, // checksum, filled below
+    ];
+    let crc = crc32c_reference(&want);
+    want[40..44].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(bytes, want);
+    assert_eq!(Flags::PASSIVE.0, 0x1000);
+    let pkt = decode(&bytes).unwrap();
+    assert!(pkt.header.flags.passive() && pkt.header.flags.ece());
+    // The same packet without the bit differs in that byte only (and the checksum).
+    let plain = enc(
+        &Header {
+            flags: Flags::ECE,
+            ..header()
+        },
+        &Body::Rst,
+    );
+    assert_eq!(&plain[6..8], &[0x04, 0x06]);
+    assert_eq!(plain[..6], bytes[..6]);
+    assert_eq!(plain[8..40], bytes[8..40]);
+    assert!(!decode(&plain).unwrap().header.flags.passive());
+}
+
+#[test]
 fn golden_probe_layout() {
     let probe = Probe {
         nonce: 0x0102_0304_0506_0708,
@@ -178,6 +217,50 @@ fn round_trip_every_type() {
     for body in &bodies {
         round_trip(&header(), body);
     }
+}
+
+#[test]
+fn passive_round_trips_on_every_type() {
+    let eps = [Endpoint::v4([10, 0, 0, 1], 6000, false)];
+    let bitmap = [0b0000_0101u8];
+    let probe = Probe { nonce: 7, ts: 99 };
+    let bodies = [
+        Body::Syn(Handshake::new(5, 1 << 20, 4791, 80, &eps)),
+        Body::SynAck(Handshake::new(6, 0, 80, 4791, &eps)),
+        Body::Ack(Sack::new(1, 65536, 1001, &bitmap)),
+        Body::Data(b"hello"),
+        Body::Fin,
+        Body::Rst,
+        Body::Probe(probe),
+        Body::ProbeAck(probe),
+    ];
+    let mut seen = Vec::new();
+    for body in &bodies {
+        let ty = body.packet_type();
+        seen.push(ty);
+        for extra in [Flags::default(), Flags::ECE, Flags(ty.allowed_modifiers())] {
+            for passive in [false, true] {
+                let flags = if passive {
+                    extra | Flags::PASSIVE
+                } else {
+                    extra
+                };
+                let h = Header { flags, ..header() };
+                let bytes = round_trip(&h, body);
+                assert_eq!(bytes[6] & 0x10 != 0, passive, "{ty}");
+                let got = decode(&bytes).unwrap().header.flags;
+                assert_eq!(got.passive(), passive, "{ty}");
+                assert_eq!(got.without(Flags::PASSIVE), extra.with_type(ty));
+                // encode_header accepts it too.
+                let hh = Header {
+                    flags: flags.with_type(ty),
+                    ..header()
+                };
+                assert_eq!(encode_header(&hh, &mut [0u8; HEADER_LEN]), Ok(HEADER_LEN));
+            }
+        }
+    }
+    assert_eq!(seen, PacketType::ALL);
 }
 
 #[test]
@@ -382,22 +465,52 @@ fn flags_rules() {
         );
         assert_eq!(f.with(Flags::LAST).is_valid_for(ty), ty == PacketType::Data);
         assert_eq!(f.with(Flags::NACK).is_valid_for(ty), ty == PacketType::Ack);
+        // The direction bit is valid on every type, alone or with the allowed modifiers.
+        assert!(f.with(Flags::PASSIVE).is_valid_for(ty));
+        assert!(Flags(f.0 | ty.allowed_modifiers())
+            .with(Flags::PASSIVE)
+            .is_valid_for(ty));
+        assert_eq!(ty.allowed_modifiers() & Flags::PASSIVE.0, 0);
+        // It does not make a disallowed modifier acceptable.
+        assert_eq!(
+            f.with(Flags::PASSIVE | Flags::NACK).is_valid_for(ty),
+            ty == PacketType::Ack
+        );
         for bit in 0..16 {
             if (1u16 << bit) & Flags::RESERVED_MASK != 0 {
                 assert!(!Flags(f.0 | (1 << bit)).is_valid_for(ty));
+                assert!(!Flags(f.0 | (1 << bit))
+                    .with(Flags::PASSIVE)
+                    .is_valid_for(ty));
             }
         }
     }
     assert_eq!(PacketType::from_wire(0), None);
     assert_eq!(PacketType::from_wire(9), None);
     assert_eq!(
-        Flags::TYPE_MASK | Flags::MODIFIER_MASK | Flags::RESERVED_MASK,
+        Flags::TYPE_MASK | Flags::MODIFIER_MASK | Flags::DIRECTION_MASK | Flags::RESERVED_MASK,
         0xFFFF
     );
-    assert_eq!(Flags::TYPE_MASK & Flags::MODIFIER_MASK, 0);
+    let masks = [
+        Flags::TYPE_MASK,
+        Flags::MODIFIER_MASK,
+        Flags::DIRECTION_MASK,
+        Flags::RESERVED_MASK,
+    ];
+    for (i, a) in masks.iter().enumerate() {
+        for b in &masks[i + 1..] {
+            assert_eq!(a & b, 0);
+        }
+    }
+    assert_eq!(Flags::DIRECTION_MASK, Flags::PASSIVE.0);
+    assert_eq!(Flags::PASSIVE.0, 1 << 12);
+    assert_eq!(Flags::RESERVED_MASK, 0xE0F0);
     let f = Flags::new(PacketType::Data) | Flags::FIRST;
     assert!(f.first() && !f.last());
     assert!(!f.without(Flags::FIRST).first());
+    assert!(!f.passive());
+    assert!(f.with(Flags::PASSIVE).passive());
+    assert!(!f.with(Flags::PASSIVE).without(Flags::PASSIVE).passive());
 }
 
 #[test]
@@ -494,6 +607,15 @@ fn err_bad_flags() {
         (Body::Data(b"x"), Flags::NACK),
         (Body::Data(b"x"), Flags(0x0010)),
         (Body::Probe(Probe::default()), Flags(0x8000)),
+        // The direction bit does not make the other reserved bits or a disallowed modifier
+        // acceptable.
+        (Body::Rst, Flags::PASSIVE | Flags(0x2000)),
+        (Body::Syn(Handshake::new(1, 2, 3, 4, &[])), Flags(0x4000)),
+        (
+            Body::ProbeAck(Probe::default()),
+            Flags::PASSIVE | Flags(0x0080),
+        ),
+        (Body::Fin, Flags::PASSIVE | Flags::LAST),
     ];
     for (body, extra) in cases {
         let mut bytes = valid(&body);

@@ -440,6 +440,14 @@ impl Sim {
             }
         };
         self.net.delivered += 1;
+        // Only the server (the accepting end) sets the direction bit.
+        if pkt.header.flags.passive() != (to == 0) {
+            self.violations.push(format!(
+                "node {to}: received {:?} with PASSIVE {}",
+                pkt.header.packet_type(),
+                pkt.header.flags.passive()
+            ));
+        }
         let now = self.now;
         let node = &mut self.nodes[to];
         if node.conn.state() == State::Idle {
