@@ -223,8 +223,9 @@ fn server(a: ServerArgs) -> ExitCode {
                 }
             }
         }
-        drop(listener);
-        handles
+        // The listener stays open until every connection is done: MPTCP
+        // joins its extra subflows through it.
+        let joined: Vec<_> = handles
             .into_iter()
             .map(|(i, h)| {
                 let r = h.join().unwrap_or_else(|_| {
@@ -235,7 +236,9 @@ fn server(a: ServerArgs) -> ExitCode {
                 });
                 (i, r)
             })
-            .collect()
+            .collect();
+        drop(listener);
+        joined
     });
     reports.sort_by_key(|(i, r)| (r.conn.is_none(), r.conn, *i));
 
