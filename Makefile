@@ -9,6 +9,7 @@
 #   make demo       boot the test kernel in a VM and show MRC at work
 #   make tools      build the userspace tools under tools/
 #   make netlink-gen regenerate the netlink uapi header from netlink/mrc.yaml
+#   make bench      benchmarks against MPTCP, SCTP, TCP in the VM (BENCHMARKS.md)
 
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -64,9 +65,16 @@ check:
 demo:
 	$(TOP)/scripts/demo.sh
 
+# MRC against MPTCP, SCTP and TCP on the release test kernel in the VM;
+# writes bench/results.json, bench/plots/ and the tables of BENCHMARKS.md.
+# BENCH_QUICK=1 for a smoke run; other settings in BENCHMARKS.md.
+.PHONY: bench
+bench:
+	$(TOP)/bench/bench.sh
+
 clean:
 	-[ -d "$(KDIR)" ] && $(KMAKE) clean
 	rm -f $(TOP)/mrc_bindings_generated.rs
 
 help:
-	@sed -n '3,12p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'

@@ -1,0 +1,880 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Report of a benchmark run: tables in BENCHMARKS.md and SVG plots.
+
+Reads the results.json that bench/collect.py assembled, copies it to
+bench/results.json, writes the tables between the markers of
+BENCHMARKS.md and draws the plots into bench/plots/ (matplotlib, Agg
+backend; Debian's python3-matplotlib).
+
+Every figure is the median over the successful repetitions of a scenario;
+each transport's median is also given as a ratio to the best peer of MRC
+(the best of MPTCP, SCTP and TCP) on the same row. Failed runs are never
+dropped: they count in the "k/n" of their cell and are listed with their
+errors.
+
+Usage:
+    report.py [RESULTS] [--markdown FILE] [--copy FILE] [--plots DIR] [--no-plots]
+    report.py --self-test
+"""
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import collect  # noqa: E402  (bench/collect.py, next to this file)
+
+BEGIN = "<!-- bench:results:begin -->"
+END = "<!-- bench:results:end -->"
+
+TRANSPORTS = ["mrc", "mptcp_connect", "mptcp", "sctp", "tcp"]
+PEERS = ("mptcp_connect", "mptcp", "sctp", "tcp")
+LABEL = {
+    "mrc": "MRC",
+    "mptcp_connect": "MPTCP (mptcp_connect)",
+    "mptcp": "MPTCP",
+    "sctp": "SCTP",
+    "tcp": "TCP",
+}
+COLOR = {
+    "mrc": "#d62728",
+    "mptcp_connect": "#9467bd",
+    "mptcp": "#1f77b4",
+    "sctp": "#2ca02c",
+    "tcp": "#7f7f7f",
+}
+# Window of the recovery criterion after a failure, and where the
+# "goodput after the failure" average starts.
+RECOVERY_WINDOW_S = 0.1
+RECOVERY_SHARE = 0.9
+POST_FAILURE_SKIP_S = 0.5
+
+
+# --- Arithmetic -------------------------------------------------------------------
+
+
+def median(xs):
+    """Median of the numbers in xs (None and missing values excluded); an
+    infinite value stands for "never" and sorts last."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def jain(xs):
+    """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 when all shares
+    are equal, 1/n when one connection takes everything."""
+    xs = list(xs)
+    q = sum(x * x for x in xs)
+    if not xs or q == 0:
+        return None
+    return sum(xs) ** 2 / (len(xs) * q)
+
+
+def ratio(v, ref):
+    if v is None or ref is None or ref == 0 or math.isinf(v) or math.isinf(ref):
+        return None
+    return v / ref
+
+
+def best(values, higher_better):
+    """(transport, value) of the best peer, or (None, None)."""
+    cands = [(t, v) for t, v in values.items() if t in PEERS and v is not None]
+    if not cands:
+        return None, None
+    key = (lambda tv: tv[1]) if higher_better else (lambda tv: -tv[1])
+    return max(cands, key=key)
+
+
+def mbps(samples, dt_s):
+    return [b * 8 / dt_s / 1e6 for b in samples]
+
+
+def recovery_ms(samples, dt_s, kill_s, target_mbps, end_s=None, window_s=RECOVERY_WINDOW_S):
+    """Time from the failure to the start of the first window of window_s
+    (at or after the failure, ending before end_s) whose mean goodput is at
+    least target_mbps; None when no window qualifies."""
+    if kill_s is None or target_mbps is None or dt_s <= 0:
+        return None
+    rate = mbps(samples, dt_s)
+    w = max(1, int(round(window_s / dt_s)))
+    last = len(rate) if end_s is None else min(len(rate), int(round(end_s / dt_s)))
+    first = max(0, int(math.floor(kill_s / dt_s + 1e-9)))
+    for i in range(first, last - w + 1):
+        if sum(rate[i:i + w]) / w >= target_mbps - 1e-9:
+            return max(0.0, (i * dt_s - kill_s) * 1000)
+    return None
+
+
+def mean_rate(samples, dt_s, start_s, end_s):
+    rate = mbps(samples, dt_s)
+    a = max(0, int(math.ceil(start_s / dt_s - 1e-9)))
+    b = min(len(rate), int(round(end_s / dt_s)))
+    if b <= a:
+        return None
+    return sum(rate[a:b]) / (b - a)
+
+
+# --- Per-run metrics -----------------------------------------------------------------
+
+
+def client(run):
+    return run.get("client") or {}
+
+
+def servers(run):
+    return run.get("server") or []
+
+
+def run_goodput(run):
+    if run.get("transport") == "mptcp_connect":
+        t = run_transfer_s(run)
+        b = (run.get("tool") or {}).get("bytes")
+        return b * 8 / t / 1e6 if t and b else None
+    return client(run).get("goodput_mbps")
+
+
+def run_transfer_s(run):
+    if run.get("transport") == "mptcp_connect":
+        tool = run.get("tool") or {}
+        if tool.get("runtime_ms") is not None:
+            return tool["runtime_ms"] / 1000
+        return tool.get("wall_s")
+    return client(run).get("elapsed_s")
+
+
+def run_rtt(run, p):
+    r = client(run).get("rtt_us") or {}
+    return r.get(p)
+
+
+def run_conn_goodputs(run):
+    """Per-connection goodput at the receiver; a connection the server never
+    reported counts as 0."""
+    n = (run.get("meta") or {}).get("conns") or client(run).get("parallel") or 0
+    by = {s.get("conn"): s.get("goodput_mbps") or 0.0 for s in servers(run) if s.get("conn") is not None}
+    return [by.get(i, 0.0) for i in range(n)]
+
+
+def run_jain(run):
+    return jain(run_conn_goodputs(run))
+
+
+def failover_metrics(run, scenario):
+    """Longest delivery gap, recovery and goodput after the failure of one
+    run, from the receiver's timeline."""
+    cfg = scenario.get("config") or {}
+    rates = cfg.get("rates_mbit") or []
+    kp = cfg.get("kill_plane")
+    remaining = sum(rates) - (rates[kp - 1] if kp and kp <= len(rates) else 0) if rates else None
+    kill = (run.get("timing") or {}).get("kill_at_s")
+    end = cfg.get("duration_s")
+    out = {"kill_at_s": kill, "remaining_mbit": remaining}
+    srv = servers(run)
+    s = srv[0] if srv else {}
+    dt = (s.get("interval_ms") or cfg.get("interval_ms") or 10) / 1000
+    samples = s.get("samples") or []
+    out["max_gap_ms"] = s.get("max_gap_us") / 1000 if s.get("max_gap_us") is not None else None
+    rec = recovery_ms(samples, dt, kill, RECOVERY_SHARE * remaining if remaining else None, end)
+    out["recovery_ms"] = rec if rec is not None else (math.inf if run.get("ok") else None)
+    if kill is not None and end is not None:
+        out["post_failure_mbps"] = mean_rate(samples, dt, kill + POST_FAILURE_SKIP_S, end)
+    else:
+        out["post_failure_mbps"] = None
+    out["bytes_lost"] = (run.get("verify") or {}).get("bytes_lost")
+    return out
+
+
+# --- Metrics per scenario kind ------------------------------------------------------
+
+# (key, label, unit, higher_better, per-run function(run, scenario))
+METRICS = {
+    "throughput": [
+        ("goodput", "goodput", "Mbit/s", True, lambda r, s: run_goodput(r)),
+    ],
+    "failover": [
+        ("max_gap", "longest delivery gap", "ms", False, lambda r, s: failover_metrics(r, s)["max_gap_ms"]),
+        ("recovery", "back to 90 % of remaining capacity", "ms", False,
+         lambda r, s: failover_metrics(r, s)["recovery_ms"]),
+        ("post", "goodput after the failure", "Mbit/s", True,
+         lambda r, s: failover_metrics(r, s)["post_failure_mbps"]),
+    ],
+    "latency": [
+        ("p50", "round trip p50", "µs", False, lambda r, s: run_rtt(r, "p50")),
+        ("p99", "round trip p99", "µs", False, lambda r, s: run_rtt(r, "p99")),
+    ],
+    "fairness": [
+        ("jain", "Jain index", "", True, lambda r, s: run_jain(r)),
+        ("goodput", "aggregate goodput", "Mbit/s", True, lambda r, s: run_goodput(r)),
+    ],
+    "simult": [
+        ("time", "transfer time", "s", False, lambda r, s: run_transfer_s(r)),
+    ],
+}
+
+
+def summarize(scenario):
+    """Rows of one scenario: per metric, per transport: median over the
+    successful runs, their count, the total count and the spread."""
+    rows = []
+    for key, label, unit, hb, fn in METRICS.get(scenario.get("kind"), []):
+        cells = {}
+        for t, tr in (scenario.get("transports") or {}).items():
+            runs = tr.get("runs") or []
+            vals = [fn(r, scenario) for r in runs if r.get("ok")]
+            vals = [v for v in vals if v is not None]
+            finite = [v for v in vals if not math.isinf(v)]
+            cells[t] = {
+                "median": median(vals),
+                "ok": sum(1 for r in runs if r.get("ok")),
+                "n": len(runs),
+                "min": min(finite) if finite else None,
+                "max": max(finite) if finite else None,
+                "values": vals,
+            }
+        bt, bv = best({t: c["median"] for t, c in cells.items()}, hb)
+        for c in cells.values():
+            c["ratio"] = ratio(c["median"], bv)
+        rows.append({"key": key, "label": label, "unit": unit, "higher_better": hb,
+                     "cells": cells, "best_peer": bt, "best_value": bv})
+    return rows
+
+
+# --- Markdown -------------------------------------------------------------------------
+
+
+def fmt_num(v):
+    if v is None:
+        return "–"
+    if math.isinf(v):
+        return "not reached"
+    a = abs(v)
+    if a >= 100:
+        return "%.0f" % v
+    if a >= 10:
+        return "%.1f" % v
+    if a >= 1:
+        return "%.2f" % v
+    return "%.3f" % v
+
+
+def fmt_cell(c, is_best):
+    if c is None or c["n"] == 0:
+        return "–"
+    if c["ok"] == 0:
+        return "failed (0/%d)" % c["n"]
+    s = fmt_num(c["median"])
+    if is_best:
+        s = "**%s**" % s
+    if c.get("ratio") is not None:
+        s += " (%.2f×)" % c["ratio"]
+    if c["ok"] < c["n"]:
+        s += " %d/%d" % (c["ok"], c["n"])
+    return s
+
+
+def present(results):
+    seen = set()
+    for sc in results.get("scenarios") or []:
+        seen.update((sc.get("transports") or {}).keys())
+    return [t for t in TRANSPORTS if t in seen] + sorted(seen - set(TRANSPORTS))
+
+
+def scenario_label(sc):
+    cfg = sc.get("config") or {}
+    title = sc.get("title") or sc.get("id")
+    rates = cfg.get("rates_mbit")
+    if sc.get("kind") in ("throughput", "fairness", "failover") and rates:
+        title += " (%s Mbit/s)" % "/".join(str(r) for r in rates)
+    return title
+
+
+def summary_table(results):
+    # Columns of the transports that ran a scenario of this table
+    # (mptcp_connect runs in the simult_flows scenarios only).
+    used = set()
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "simult":
+            used.update((sc.get("transports") or {}).keys())
+    cols = [t for t in present(results) if t in used]
+    head = "| Scenario | Metric | " + " | ".join(LABEL.get(t, t) for t in cols) + " | MRC ÷ best peer |"
+    lines = [head, "|" + "---|" * (len(cols) + 3)]
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") == "simult":
+            continue
+        rows = summarize(sc)
+        if not rows:
+            continue
+        for row in rows:
+            arrow = "↑" if row["higher_better"] else "↓"
+            metric = "%s%s %s" % (row["label"], ", " + row["unit"] if row["unit"] else "", arrow)
+            cells = [fmt_cell(row["cells"].get(t), t == row["best_peer"]) for t in cols]
+            m = row["cells"].get("mrc")
+            r = m.get("ratio") if m else None
+            mrc_vs = ("%.2f× %s" % (r, LABEL.get(row["best_peer"], ""))) if r is not None else "–"
+            lines.append("| %s | %s | %s | %s |" % (scenario_label(sc), metric, " | ".join(cells), mrc_vs))
+    return lines
+
+
+def failover_table(results):
+    lines = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "failover":
+            continue
+        cfg = sc.get("config") or {}
+        lines.append("Plane %s taken down (`%s`) %s s after the client started; capacity before: %s Mbit/s, after: %s Mbit/s."
+                     % (cfg.get("kill_plane"), cfg.get("kill_command"), cfg.get("kill_at_s"),
+                        sum(cfg.get("rates_mbit") or []),
+                        failover_metrics({}, sc)["remaining_mbit"]))
+        lines.append("")
+        lines.append("| Transport | longest delivery gap, ms | back to 90 % of remaining capacity, ms | goodput after the failure, Mbit/s | bytes lost | runs ok |")
+        lines.append("|---|---|---|---|---|---|")
+        for t, tr in (sc.get("transports") or {}).items():
+            runs = tr.get("runs") or []
+            okr = [r for r in runs if r.get("ok")]
+            ms = [failover_metrics(r, sc) for r in okr]
+            lost = [(r.get("verify") or {}).get("bytes_lost") for r in runs]
+            lost_s = ", ".join("?" if b is None else str(b) for b in lost) or "–"
+            if not okr:
+                lines.append("| %s | no recovery | no recovery | – | %s | 0/%d |" % (LABEL.get(t, t), lost_s, len(runs)))
+                continue
+            lines.append("| %s | %s | %s | %s | %s | %d/%d |" % (
+                LABEL.get(t, t),
+                fmt_num(median([m["max_gap_ms"] for m in ms])),
+                fmt_num(median([m["recovery_ms"] for m in ms])),
+                fmt_num(median([m["post_failure_mbps"] for m in ms])),
+                lost_s, len(okr), len(runs)))
+        lines.append("")
+        lines.append("Bytes lost lists every run: data accepted by send() and never delivered "
+                     "(0 for every run that verified; a connection that failed loses what it had queued).")
+    return lines
+
+
+def simult_table(results):
+    scs = [sc for sc in results.get("scenarios") or [] if sc.get("kind") == "simult"]
+    if not scs:
+        return []
+    cols = [t for t in TRANSPORTS if any(t in (sc.get("transports") or {}) for sc in scs)]
+    lines = ["| Case | rates, Mbit/s | delays, ms | selftest limit, ms | " + " | ".join(LABEL.get(t, t) for t in cols) + " |",
+             "|" + "---|" * (len(cols) + 4)]
+    for sc in scs:
+        cfg = sc.get("config") or {}
+        limit = cfg.get("max_time_ms")
+        row = summarize(sc)[0]
+        cells = []
+        for t in cols:
+            c = row["cells"].get(t)
+            if not c or c["n"] == 0:
+                cells.append("–")
+                continue
+            if c["ok"] == 0:
+                cells.append("failed (0/%d)" % c["n"])
+                continue
+            ms = c["median"] * 1000
+            # mptcp_connect's runtime includes its join pause (-j: 200 ms
+            # after each end's first write), for which the limit allows
+            # 400 ms; mrc-perf has no pause and is held to the limit less
+            # those 400 ms, a stricter bar.
+            lim = limit if t == "mptcp_connect" else (limit - (cfg.get("join_sleep_ms") or 0) if limit else None)
+            mark = "" if lim is None else (" ✓" if ms <= lim else " ✗")
+            s = "%.0f ms%s" % (ms, mark)
+            if c["ok"] < c["n"]:
+                s += " %d/%d" % (c["ok"], c["n"])
+            cells.append(s)
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            (sc.get("title") or sc.get("id")).replace("simult_flows: ", ""),
+            "/".join(str(x) for x in cfg.get("rates_mbit") or []),
+            "/".join(str(x) for x in cfg.get("delays_ms") or []),
+            limit if limit is not None else "–", " | ".join(cells)))
+    return lines
+
+
+def nstat_value(text, name):
+    for line in (text or "").splitlines():
+        f = line.split()
+        if len(f) >= 2 and f[0] == name:
+            try:
+                return int(f[1])
+            except ValueError:
+                return None
+    return None
+
+
+def paths_used(run):
+    """How many paths a run's connection had, as its stack reported it:
+    MPTCP subflows joined (nstat, whole run), SCTP peer addresses and MRC
+    paths (snapshot mid-transfer, first repetition only); None if unknown."""
+    t = run.get("transport")
+    snap = run.get("snapshot") or {}
+    if t in ("mptcp", "mptcp_connect"):
+        if not (run.get("counters") or {}).get("nstat_client") and not run.get("ok"):
+            return None
+        joined = nstat_value((run.get("counters") or {}).get("nstat_client"), "MPTcpExtMPJoinSynAckRx")
+        conns = (run.get("meta") or {}).get("conns") or 1
+        return 1 + (joined or 0) / conns
+    if t == "sctp":
+        lines = (snap.get("sctp_remaddr") or "").splitlines()
+        if not lines or not lines[0].lstrip().startswith("ADDR"):
+            return None
+        return len([l for l in lines[1:] if l.strip()])
+    if t == "mrc":
+        show = snap.get("mrc_show")
+        if isinstance(show, dict):
+            conns = show.get("connections") or []
+            return len(conns[0].get("paths") or []) if conns else None
+        return None
+    if t == "tcp":
+        return 1
+    return None
+
+
+def paths_table(results):
+    rows = []
+    for sc in results.get("scenarios") or []:
+        cells = []
+        for t in ("mrc", "mptcp_connect", "mptcp", "sctp"):
+            tr = (sc.get("transports") or {}).get(t)
+            if not tr:
+                cells.append("–")
+                continue
+            vals = [paths_used(r) for r in tr.get("runs") or []]
+            vals = [v for v in vals if v is not None]
+            cells.append(", ".join(("%d" % v) if v == int(v) else ("%.1f" % v) for v in vals) if vals else "?")
+        rows.append("| %s | %s |" % (sc.get("id"), " | ".join(cells)))
+    if not rows:
+        return []
+    return ["| Scenario | MRC paths | MPTCP subflows (mptcp_connect) | MPTCP subflows per connection | SCTP peer addresses |",
+            "|---|---|---|---|---|"] + rows
+
+
+def failures(results, limit=40):
+    out = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("error"):
+            out.append("- `%s`: %s" % (sc.get("id"), one_line(sc["error"])))
+        for t, tr in (sc.get("transports") or {}).items():
+            for r in tr.get("runs") or []:
+                if not r.get("ok"):
+                    out.append("- `%s` %s rep %s: %s" % (sc.get("id"), LABEL.get(t, t), r.get("rep"),
+                                                         one_line(r.get("error") or "failed")))
+    if len(out) > limit:
+        out = out[:limit] + ["- … %d more in bench/results.json" % (len(out) - limit)]
+    return out
+
+
+def one_line(s, n=300):
+    s = " ".join(str(s).split())
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def run_line(results):
+    m = results.get("meta") or {}
+    parts = []
+    if m.get("started"):
+        parts.append("run %s" % m["started"])
+    if m.get("kernel"):
+        parts.append("kernel %s" % m["kernel"])
+    if m.get("cpus"):
+        mem = m.get("mem_kib")
+        parts.append("%s vCPUs%s" % (m["cpus"], ", %d MiB" % (mem // 1024) if isinstance(mem, int) else ""))
+    if m.get("reps") is not None:
+        parts.append("%s repetition%s of %s s (failover %s s)" % (
+            m["reps"], "" if m["reps"] == 1 else "s", m.get("duration_s"), m.get("fail_duration_s")))
+    if m.get("msg_size"):
+        parts.append("%s-byte messages" % m["msg_size"])
+    if m.get("mrc_perf"):
+        parts.append(str(m["mrc_perf"]))
+    return ", ".join(parts)
+
+
+def markdown(results, plots):
+    lines = [BEGIN, "", "_Generated by `bench/report.py` from `bench/results.json`; edits between "
+             "the markers are overwritten._", ""]
+    if results.get("synthetic"):
+        lines += ["**These numbers are synthetic test input, not measurements.**", ""]
+    if (results.get("meta") or {}).get("quick") is True:
+        lines += ["**Smoke run (`BENCH_QUICK=1`): one short repetition; not for comparison.**", ""]
+    if not results.get("complete"):
+        lines += ["**Incomplete run:** " + "; ".join(results.get("notes") or ["the VM run did not finish"]), ""]
+    lines += [run_line(results) + ".", ""]
+    lines += ["### Summary", "",
+              "Median of the successful repetitions; in parentheses, the ratio to the best peer of MRC on "
+              "that row (best of MPTCP, SCTP and TCP, in bold). ↑ higher is better, ↓ lower is better. "
+              "`k/n`: only k of n repetitions succeeded; `failed`: none did (errors below).", ""]
+    lines += summary_table(results)
+    ft = failover_table(results)
+    if ft:
+        lines += ["", "### Failover", ""] + ft
+    st = simult_table(results)
+    if st:
+        lines += ["", "### simult_flows reproduction", "",
+                  "Median transfer time of the selftest's transfer; ✓ within the selftest's time limit "
+                  "(for mrc-perf, the limit less the 400 ms of mptcp_connect's join sleeps), ✗ over it.", ""]
+        lines += st
+    pt = paths_table(results)
+    if pt:
+        lines += ["", "### Paths the transports used", "",
+                  "MPTCP: subflows of each run (1 + the MP_JOINs that completed, client's MIB counters). "
+                  "SCTP: peer addresses of the association and MRC: paths of the connection, both seen "
+                  "mid-transfer in the first repetition. `?`: not reported.", ""] + pt
+    fl = failures(results)
+    lines += ["", "### Failed runs", ""] + (fl or ["None."])
+    if plots:
+        lines += ["", "### Plots", ""]
+        for title, path in plots:
+            lines.append("![%s](%s)" % (title, path))
+            lines.append("")
+    lines += ["", END]
+    return "\n".join(lines) + "\n"
+
+
+def update_markdown(text, block):
+    """text with everything from BEGIN to END replaced by block."""
+    a = text.find(BEGIN)
+    b = text.find(END)
+    if a < 0 or b < a:
+        raise ValueError("markers %s ... %s not found" % (BEGIN, END))
+    return text[:a] + block.rstrip("\n") + text[b + len(END):]
+
+
+# --- Plots ----------------------------------------------------------------------------
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "mrc-bench"
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _save(plt, fig, path):
+    fig.savefig(path, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+
+
+def representative(runs, key):
+    """The successful run whose key is the median one, else the first run
+    with a timeline."""
+    okr = [r for r in runs if r.get("ok") and key(r) is not None]
+    if okr:
+        okr.sort(key=key)
+        return okr[(len(okr) - 1) // 2]
+    for r in runs:
+        if servers(r) and servers(r)[0].get("samples"):
+            return r
+    return None
+
+
+def plot_failover(results, outdir):
+    plt = _pyplot()
+    done = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "failover":
+            continue
+        cfg = sc.get("config") or {}
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        total = sum(cfg.get("rates_mbit") or [])
+        rem = failover_metrics({}, sc)["remaining_mbit"]
+        for t, tr in (sc.get("transports") or {}).items():
+            r = representative(tr.get("runs") or [], lambda r: failover_metrics(r, sc)["max_gap_ms"])
+            if r is None or not servers(r):
+                continue
+            s = servers(r)[0]
+            dt = (s.get("interval_ms") or 10) / 1000
+            # The samples end with the last message; zeros until the
+            # connection ended show a stall to its end.
+            samples = list(s.get("samples") or [])
+            samples += [0] * max(0, int((s.get("elapsed_s") or 0) / dt) - len(samples))
+            rate = mbps(samples, dt)
+            k = max(1, int(round(0.05 / dt)))
+            smooth = [sum(rate[max(0, i - k + 1):i + 1]) / len(rate[max(0, i - k + 1):i + 1]) for i in range(len(rate))]
+            kill = (r.get("timing") or {}).get("kill_at_s") or 0.0
+            xs = [(i + 1) * dt - kill for i in range(len(smooth))]
+            label = LABEL.get(t, t) + ("" if r.get("ok") else " (failed)")
+            ax.plot(xs, smooth, label=label, color=COLOR.get(t), linewidth=1.4)
+        if total:
+            ax.axhline(total, color="black", linewidth=0.6, linestyle=":", label="capacity before (%d Mbit/s)" % total)
+        if rem:
+            ax.axhline(RECOVERY_SHARE * rem, color="black", linewidth=0.6, linestyle="--",
+                       label="90 %% of remaining (%d Mbit/s)" % round(RECOVERY_SHARE * rem))
+        ax.axvline(0, color="black", linewidth=1)
+        ax.set_xlabel("time since plane %s went down (s)" % cfg.get("kill_plane"))
+        ax.set_ylabel("goodput at the receiver (Mbit/s, 50 ms mean)")
+        ax.set_title(sc.get("title") or "failover")
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper right", fontsize=8)
+        ax.grid(alpha=0.3)
+        path = os.path.join(outdir, "failover.svg")
+        _save(plt, fig, path)
+        done.append(("Goodput across the failure of one plane", path))
+    return done
+
+
+def _goodput_bars(ax, groups, cols):
+    width = 0.8 / max(1, len(cols))
+    for j, t in enumerate(cols):
+        xs, ys, lo, hi, fx = [], [], [], [], []
+        for i, (_, cells) in enumerate(groups):
+            c = cells.get(t)
+            x = i + (j - (len(cols) - 1) / 2) * width
+            if not c or c["n"] == 0:
+                continue
+            if c["median"] is None:
+                fx.append(x)
+                continue
+            xs.append(x)
+            ys.append(c["median"])
+            lo.append(c["median"] - (c["min"] if c["min"] is not None else c["median"]))
+            hi.append((c["max"] if c["max"] is not None else c["median"]) - c["median"])
+        if xs:
+            ax.bar(xs, ys, width, yerr=[lo, hi], capsize=2, label=LABEL.get(t, t), color=COLOR.get(t))
+        if fx:
+            ax.plot(fx, [0] * len(fx), "x", color=COLOR.get(t), markersize=8, markeredgewidth=2,
+                    label=None if xs else LABEL.get(t, t) + " (failed)")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([g for g, _ in groups], rotation=15, ha="right", fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_goodput(results, outdir):
+    """Goodput per scenario; the unshaped veth (CPU-bound, far above the
+    shaped planes) gets an axis of its own."""
+    plt = _pyplot()
+    shaped, unshaped = [], []
+    for sc in results.get("scenarios") or []:
+        for row in summarize(sc):
+            if row["key"] == "goodput":
+                g = (scenario_label(sc), row["cells"])
+                (unshaped if (sc.get("config") or {}).get("topology") == "unshaped" else shaped).append(g)
+    if not shaped and not unshaped:
+        return []
+    cols = [t for t in present(results) if any(t in cells for _, cells in shaped + unshaped)]
+    parts = [g for g in (shaped, unshaped) if g]
+    fig, axes = plt.subplots(1, len(parts), figsize=(1.7 * (len(shaped) + len(unshaped)) + 3, 4.4),
+                             gridspec_kw={"width_ratios": [len(g) for g in parts]}, squeeze=False)
+    for ax, groups in zip(axes[0], parts):
+        _goodput_bars(ax, groups, cols)
+    axes[0][0].set_ylabel("goodput (Mbit/s), median, min–max")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("Goodput per scenario (× = every repetition failed)")
+    path = os.path.join(outdir, "goodput.svg")
+    _save(plt, fig, path)
+    return [("Goodput per scenario", path)]
+
+
+def plot_latency(results, outdir):
+    plt = _pyplot()
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "latency":
+            continue
+        rows = {row["key"]: row for row in summarize(sc)}
+        cols = [t for t in present(results) if t in rows["p50"]["cells"]]
+        fig, ax = plt.subplots(figsize=(6, 3.6))
+        for k, (key, hatch) in enumerate((("p50", ""), ("p99", "//"))):
+            xs = [i + (k - 0.5) * 0.38 for i in range(len(cols))]
+            ys = [rows[key]["cells"][t]["median"] or 0 for t in cols]
+            ax.bar(xs, ys, 0.38, label=key, color=[COLOR.get(t) for t in cols], hatch=hatch, edgecolor="black",
+                   linewidth=0.4)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels([LABEL.get(t, t) for t in cols])
+        ax.set_ylabel("round trip (µs)")
+        ax.set_title(sc.get("title") or "latency")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+        path = os.path.join(outdir, "latency.svg")
+        _save(plt, fig, path)
+        return [("Small-message round trip", path)]
+    return []
+
+
+def make_plots(results, outdir):
+    os.makedirs(outdir, exist_ok=True)
+    out = []
+    out += plot_goodput(results, outdir)
+    out += plot_failover(results, outdir)
+    out += plot_latency(results, outdir)
+    return out
+
+
+# --- Main -------------------------------------------------------------------------------
+
+
+def report(results_path, md_path, copy_path, plots_dir, plots=True):
+    with open(results_path) as f:
+        results = json.load(f)
+    if copy_path and os.path.abspath(copy_path) != os.path.abspath(results_path):
+        os.makedirs(os.path.dirname(os.path.abspath(copy_path)), exist_ok=True)
+        shutil.copyfile(results_path, copy_path)
+    drawn = make_plots(results, plots_dir) if plots else []
+    md_dir = os.path.dirname(os.path.abspath(md_path))
+    rel = [(t, os.path.relpath(p, md_dir)) for t, p in drawn]
+    with open(md_path) as f:
+        text = f.read()
+    text = update_markdown(text, markdown(results, rel))
+    with open(md_path, "w") as f:
+        f.write(text)
+    return results
+
+
+# --- Self test --------------------------------------------------------------------------
+
+
+def self_test():
+    failures_ = []
+    count = [0]
+
+    def check(what, got, want, tol=1e-9):
+        count[0] += 1
+        okv = got == want or (
+            isinstance(got, (int, float)) and isinstance(want, (int, float))
+            and not isinstance(want, bool) and abs(got - want) <= tol)
+        print("%s %s: %r" % ("ok  " if okv else "FAIL", what, got))
+        if not okv:
+            failures_.append("%s: got %r, want %r" % (what, got, want))
+
+    # Arithmetic on fixed numbers.
+    check("median odd", median([3, 1, 2]), 2)
+    check("median even", median([4, 1, 3, 2]), 2.5)
+    check("median skips None", median([None, 5, 7]), 6)
+    check("median empty", median([]), None)
+    check("median with never", median([10, math.inf, math.inf]), math.inf)
+    check("jain equal", jain([2, 2, 2, 2]), 1.0)
+    check("jain one takes all", jain([1, 0, 0, 0]), 0.25)
+    check("jain 1..4", jain([1, 2, 3, 4]), 100 / 120)
+    check("jain all zero", jain([0, 0]), None)
+    check("ratio", ratio(45, 180), 0.25)
+    check("ratio to zero", ratio(1, 0), None)
+    check("best higher", best({"mrc": 999, "tcp": 5, "mptcp": 9, "sctp": None}, True), ("mptcp", 9))
+    check("best lower", best({"mrc": 1, "tcp": 5, "mptcp": 9}, False), ("tcp", 5))
+    # 200 Mbit/s for 1 s, nothing for 50 ms, then 150 Mbit/s. The first
+    # 100 ms window averaging 140 starts after the gap; one averaging 135
+    # (90 % of 150) already holds the last empty 10 ms.
+    dt = 0.01
+    samples = [250000] * 100 + [0] * 5 + [187500] * 100
+    check("recovery after a 50 ms gap", recovery_ms(samples, dt, 1.0, 140.0), 50.0, tol=1e-6)
+    check("recovery at exactly 90 %", recovery_ms(samples, dt, 1.0, 135.0), 40.0, tol=1e-6)
+    check("recovery never", recovery_ms([250000] * 100 + [0] * 100, dt, 1.0, 135.0), None)
+    check("mean rate", mean_rate(samples, dt, 1.5, 2.0), 150.0)
+    nst = "MPTcpExtMPCapableSYNTX          1                  0.0\nMPTcpExtMPJoinSynAckRx          6                  0.0\n"
+    check("nstat value", nstat_value(nst, "MPTcpExtMPJoinSynAckRx"), 6)
+    check("MPTCP subflows per connection", paths_used(
+        {"transport": "mptcp", "ok": True, "meta": {"conns": 2}, "counters": {"nstat_client": nst}}), 4.0)
+    check("SCTP peer addresses", paths_used({"transport": "sctp", "snapshot": {"sctp_remaddr":
+          "ADDR ASSOC_ID HB_ACT RTO\n10.80.1.2 0 1 1000\n10.80.2.2 0 1 1000\n"}}), 2)
+    check("SCTP without /proc file", paths_used({"transport": "sctp", "snapshot": {"sctp_remaddr":
+          "cat: /proc/net/sctp/remaddr: No such file or directory\n"}}), None)
+
+    # Table math on the synthetic results file.
+    with open(os.path.join(HERE, "testdata", "synthetic-results.json")) as f:
+        syn = json.load(f)
+    by = {sc["id"]: sc for sc in syn["scenarios"]}
+    rows = summarize(by["planes-equal"])
+    c = rows[0]["cells"]
+    check("planes-equal MRC median", c["mrc"]["median"], 45.0)
+    check("planes-equal TCP median (2 of 3 ok)", c["tcp"]["median"], 47.5)
+    check("planes-equal TCP ok count", (c["tcp"]["ok"], c["tcp"]["n"]), (2, 3))
+    check("planes-equal best peer", (rows[0]["best_peer"], rows[0]["best_value"]), ("mptcp", 180.0))
+    check("planes-equal MRC ratio", c["mrc"]["ratio"], 0.25)
+    check("planes-equal SCTP ratio", c["sctp"]["ratio"], 47 / 180)
+    lat = {r["key"]: r for r in summarize(by["latency"])}
+    check("latency p99 best peer", (lat["p99"]["best_peer"], lat["p99"]["best_value"]), ("tcp", 85.0))
+    check("latency p99 MRC ratio", lat["p99"]["cells"]["mrc"]["ratio"], 110 / 85)
+    fair = {r["key"]: r for r in summarize(by["fairness"])}
+    check("fairness Jain MRC", fair["jain"]["cells"]["mrc"]["median"], 100 / 120)
+    check("fairness Jain TCP (missing conn = 0)", fair["jain"]["cells"]["tcp"]["median"], 0.25)
+    fo = {r["key"]: r for r in summarize(by["failover"])}
+    check("failover gap MRC", fo["max_gap"]["cells"]["mrc"]["median"], 50.0)
+    check("failover recovery MRC", fo["recovery"]["cells"]["mrc"]["median"], 40.0, tol=1e-6)
+    check("failover recovery MPTCP (never)", fo["recovery"]["cells"]["mptcp"]["median"], math.inf)
+    check("failover TCP failed", (fo["max_gap"]["cells"]["tcp"]["ok"], fo["max_gap"]["cells"]["tcp"]["n"]), (0, 1))
+    check("failover post-failure MRC", fo["post"]["cells"]["mrc"]["median"], 150.0)
+    md = markdown(syn, [])
+    check("markdown MRC cell", "45.0 (0.25×)" in md, True)
+    check("markdown best peer bold", "**180** (1.00×)" in md, True)
+    check("markdown partial count", "47.5 (0.26×) 2/3" in md, True)
+    check("markdown failed cell", "failed (0/1)" in md, True)
+    check("markdown lists failures", "`failover` TCP rep 1: conn 0: message 9: Resource temporarily" in md, True)
+    check("markdown synthetic banner", "synthetic test input" in md, True)
+    doc = "a\n" + BEGIN + "\nold\n" + END + "\nb\n"
+    check("marker update", update_markdown(doc, BEGIN + "\nnew\n" + END), "a\n" + BEGIN + "\nnew\n" + END + "\nb\n")
+
+    # The collector on raw files recorded with mrc-perf (loopback on a
+    # development host, see testdata/README).
+    rundir = os.path.join(HERE, "testdata", "rundir")
+    res = collect.results_from_dir(rundir)
+    sc = {s["id"]: s for s in res["scenarios"]}
+    tp = sc["sample-throughput"]["transports"]
+    check("recorded TCP run verified", tp["tcp"]["runs"][0]["ok"], True)
+    check("recorded TCP bytes lost", tp["tcp"]["runs"][0]["verify"]["bytes_lost"], 0)
+    check("recorded MRC run failed", tp["mrc"]["runs"][0]["ok"], False)
+    check("recorded MRC error kept", "errno 97" in (tp["mrc"]["runs"][0]["error"] or ""), True)
+    check("recorded SCTP error kept", "errno 93" in (tp["sctp"]["runs"][0]["error"] or ""), True)
+    par = sc["sample-fairness"]["transports"]["tcp"]["runs"][0]
+    j = run_jain(par)
+    check("recorded 4-connection Jain index in (0.25, 1]", j is not None and 0.25 < j <= 1.0, True)
+    lr = sc["sample-latency"]["transports"]["tcp"]["runs"][0]
+    check("recorded latency p99 >= p50", run_rtt(lr, "p99") >= run_rtt(lr, "p50"), True)
+    # What the guest prints (--emit) gives back the same results.
+    import base64
+    import gzip
+    blocks = []
+    for kind, obj in [("header", collect.header_record(rundir))] + [
+            ("scenario", collect.scenario_record(os.path.join(rundir, "scenarios", d)))
+            for d in sorted(os.listdir(os.path.join(rundir, "scenarios")))] + [
+            ("footer", collect.footer_record(rundir))]:
+        b64 = base64.b64encode(gzip.compress(json.dumps(obj).encode())).decode()
+        blocks.append("noise\r\n@@mrc-bench begin %s\r\n" % kind)
+        blocks += ["@@mrc-bench %s\r\n" % b64[i:i + 76] for i in range(0, len(b64), 76)]
+        blocks.append("@@mrc-bench end %s\r\n" % kind)
+    back = collect.results_from_log("".join(blocks))
+    check("extract: same scenarios", json.dumps(back["scenarios"], sort_keys=True) ==
+          json.dumps(res["scenarios"], sort_keys=True), True)
+    check("extract: complete", back["complete"], True)
+    cut = collect.results_from_log("".join(blocks[:-3]))
+    check("extract: cut-off output is incomplete", cut["complete"], False)
+
+    # Plots, when matplotlib is there.
+    have_mpl = importlib.util.find_spec("matplotlib") is not None
+    if not have_mpl:
+        print("skip plots: matplotlib not installed (apt-get install python3-matplotlib)")
+    if have_mpl:
+        with tempfile.TemporaryDirectory() as d:
+            drawn = make_plots(syn, d)
+            names = sorted(os.path.basename(p) for _, p in drawn)
+            check("plots drawn", names, ["failover.svg", "goodput.svg", "latency.svg"])
+            with open(os.path.join(d, "failover.svg")) as f:
+                check("failover plot is SVG", "<svg" in f.read(2000), True)
+
+    print()
+    print("%d passed, %d failed" % (count[0] - len(failures_), len(failures_)))
+    return 1 if failures_ else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="?", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--markdown", default=os.path.join(TOP, "BENCHMARKS.md"))
+    ap.add_argument("--copy", default=os.path.join(HERE, "results.json"))
+    ap.add_argument("--plots", default=os.path.join(HERE, "plots"))
+    ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--self-test", action="store_true")
+    a = ap.parse_args()
+    if a.self_test:
+        return self_test()
+    report(a.results, a.markdown, a.copy, a.plots, plots=not a.no_plots)
+    print("report: %s, %s%s" % (a.markdown, a.copy, "" if a.no_plots else ", " + a.plots + "/"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

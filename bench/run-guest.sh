@@ -1,0 +1,779 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Guest half of `make bench` (see bench/bench.sh): runs as root inside the
+# VM on the release test kernel and measures MRC, MPTCP, SCTP and TCP with
+# mrc-perf on the same shaped paths. Every run gets fresh namespaces that
+# hold only the links of its scenario, so each transport's path manager
+# (MPTCP endpoints, SCTP multihoming, MRC endpoints) sees the same paths.
+#
+#   client namespace                           server namespace
+#     c1 10.80.1.1/24 ------ plane 1 ------ s1 10.80.1.2/24
+#     c2 10.80.2.1/24 ------ plane 2 ------ s2 10.80.2.2/24
+#     c3 10.80.3.1/24 ------ plane 3 ------ s3 10.80.3.2/24
+#     c4 10.80.4.1/24 ------ plane 4 ------ s4 10.80.4.2/24
+#     u0 10.81.0.1/24 ------ unshaped ----- u0 10.81.0.2/24   (own scenarios)
+#
+# A plane is shaped on the egress of both ends: netem (delay, loss) as the
+# root qdisc with a tbf (rate) child, TSO/GSO off so that rate and loss
+# apply to wire-sized packets. The simult_flows scenarios rebuild the
+# topology of the kernel's MPTCP selftest of that name instead.
+#
+# The raw files of every run go under OUTDIR (layout in bench/collect.py);
+# with --emit, each finished scenario is also printed on stdout as gzip +
+# base64 lines prefixed with "@@mrc-bench ", so the host can rebuild
+# results.json from the VM's output when OUTDIR is not shared with it.
+#
+# Usage: bench/run-guest.sh [--ko PATH] [--mptcp-connect PATH] [--emit] OUTDIR
+# Settings: BENCH_* environment variables, listed in BENCHMARKS.md.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+ko=${MRC_KO:-$top/mrc.ko}
+mptcp_connect=
+emit=0
+while [ $# -gt 1 ]; do
+	case $1 in
+	--ko) ko=$2; shift 2 ;;
+	--mptcp-connect) mptcp_connect=$2; shift 2 ;;
+	--emit) emit=1; shift ;;
+	*) break ;;
+	esac
+done
+[ $# -eq 1 ] || { echo "usage: $0 [--ko PATH] [--mptcp-connect PATH] [--emit] OUTDIR" >&2; exit 2; }
+out=$1
+
+PERF=${MRC_PERF:-$top/tools/target/release/mrc-perf}
+STATUS=${MRC_STATUS:-$top/tools/target/release/mrc-status}
+PY=${BENCH_GUEST_PYTHON:-/usr/bin/python3}
+COLLECT="$top/bench/collect.py"
+
+# Settings. Lists are comma-separated so that they pass through the VM
+# command line unquoted.
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	REPS=${BENCH_REPS:-1}
+	DURATION=${BENCH_DURATION:-2}
+	FAIL_DURATION=${BENCH_FAIL_DURATION:-3}
+	FAIL_AT=${BENCH_FAIL_AT:-1.5}
+	SNAP_AT=${BENCH_SNAP_AT:-0.5}
+	SIMULT_BYTES=${BENCH_SIMULT_BYTES:-$((4 << 20))}
+else
+	REPS=${BENCH_REPS:-3}
+	DURATION=${BENCH_DURATION:-5}
+	FAIL_DURATION=${BENCH_FAIL_DURATION:-6}
+	FAIL_AT=${BENCH_FAIL_AT:-2}
+	SNAP_AT=${BENCH_SNAP_AT:-1}
+	# simult_flows.sh's transfer: 2 * 2048 * 4096 bytes.
+	SIMULT_BYTES=${BENCH_SIMULT_BYTES:-$((2 * 2048 * 4096))}
+fi
+SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
+PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
+SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,latency,fairness,simult}
+RATE=${BENCH_PLANE_RATE:-50}
+UNEQUAL=${BENCH_UNEQUAL_RATES:-80,40,20,10}
+DELAY_MS=${BENCH_DELAY_MS:-1}
+LOSS_PCT=${BENCH_LOSS:-1}
+TBF_BURST=${BENCH_TBF_BURST:-15140}
+TBF_LATENCY=${BENCH_TBF_LATENCY:-20ms}
+MSG_SIZE=${BENCH_MSG_SIZE:-16384}
+LAT_SIZE=${BENCH_LAT_SIZE:-64}
+FAIR_CONNS=${BENCH_FAIR_CONNS:-100}
+STALL=${BENCH_STALL_TIMEOUT:-5}
+INTERVAL_MS=${BENCH_INTERVAL_MS:-100}
+FAIL_INTERVAL_MS=${BENCH_FAIL_INTERVAL_MS:-10}
+MPTCP_ENDPOINTS=${BENCH_MPTCP_ENDPOINTS:-both}
+MRC_ENDPOINTS=${BENCH_MRC_ENDPOINTS:-1}
+# Upper bound of one mrc-perf process, in case the stall timeout (--timeout)
+# does not end a stuck transfer (e.g. a connect() that never returns).
+HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 * STALL + 20))}
+PORT_BASE=20000
+
+log() { printf '[bench %s] %s\n' "$(date +%T)" "$*"; }
+has() { case ",$1," in *",$2,"*) return 0 ;; esac; return 1; }
+csv_json() { printf '[%s]' "$1"; }
+
+# --- Namespaces and links ---------------------------------------------------
+
+seq_no=0
+CLI='' SRV='' RTR=''
+SERVER_ADDR='' NPLANES=0
+namespaces=()
+
+teardown() {
+	local ns
+	for ns in "${namespaces[@]}"; do
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	namespaces=()
+}
+trap teardown EXIT
+
+# new_namespaces: picks fresh random names for the next run's namespaces
+# (CLI, SRV and, for simult_flows, RTR); the topology functions create them.
+new_namespaces() {
+	local r
+	r=$(mktemp -u XXXXXX)
+	seq_no=$((seq_no + 1))
+	CLI="mrcb-c-$r" SRV="mrcb-s-$r" RTR="mrcb-r-$r"
+	namespaces=("$CLI" "$SRV" "$RTR")
+}
+
+ns_add() {
+	ip netns add "$1"
+	ip -n "$1" link set lo up
+}
+
+# offloads_off NS DEV: wire-sized packets through the qdiscs. The outcome
+# is recorded with the topology (offloads_*.txt); a refusal is not fatal.
+offloads_off() {
+	ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null ||
+		echo "warning: $2: could not turn TSO/GSO/GRO off" >&2
+}
+
+# shape NS DEV RATE_MBIT DELAY_MS LOSS_PCT
+shape() {
+	local netem=(delay "${4}ms")
+	[ "$5" = 0 ] || netem+=(loss "${5}%")
+	tc -n "$1" qdisc add dev "$2" root handle 1: netem "${netem[@]}" limit 1000
+	tc -n "$1" qdisc add dev "$2" parent 1:1 handle 10: tbf rate "${3}mbit" \
+		burst "$TBF_BURST" latency "$TBF_LATENCY"
+}
+
+# topo_planes LOSS_PCT RATES: one shaped plane per comma-separated rate.
+topo_planes() {
+	local loss=$1 p=0 rate
+	local -a rates
+	IFS=, read -ra rates <<<"$2"
+	ns_add "$CLI"
+	ns_add "$SRV"
+	for rate in "${rates[@]}"; do
+		p=$((p + 1))
+		ip link add "c$p" netns "$CLI" type veth peer name "s$p" netns "$SRV"
+		ip -n "$CLI" addr add "10.80.$p.1/24" dev "c$p"
+		ip -n "$SRV" addr add "10.80.$p.2/24" dev "s$p"
+		offloads_off "$CLI" "c$p"
+		offloads_off "$SRV" "s$p"
+		shape "$CLI" "c$p" "$rate" "$DELAY_MS" "$loss"
+		shape "$SRV" "s$p" "$rate" "$DELAY_MS" "$loss"
+		ip -n "$CLI" link set "c$p" up
+		ip -n "$SRV" link set "s$p" up
+	done
+}
+
+# topo_unshaped: one veth pair, no qdisc beyond the default, offloads on.
+topo_unshaped() {
+	ns_add "$CLI"
+	ns_add "$SRV"
+	ip link add u0 netns "$CLI" type veth peer name u0 netns "$SRV"
+	ip -n "$CLI" addr add 10.81.0.1/24 dev u0
+	ip -n "$SRV" addr add 10.81.0.2/24 dev u0
+	ip -n "$CLI" link set u0 up
+	ip -n "$SRV" link set u0 up
+}
+
+# topo_simult RATE1 RATE2 DELAY1 DELAY2: the topology of the kernel's
+# tools/testing/selftests/net/mptcp/simult_flows.sh (IPv4 part): the client
+# (ns1) reaches the server (ns3) through a router (ns2) over two links shaped
+# with netem on both ends ("rate Rmbit [delay Dms] limit 50").
+topo_simult() {
+	local ns dev
+	for ns in "$CLI" "$RTR" "$SRV"; do ns_add "$ns"; done
+	ip link add ns1eth1 netns "$CLI" type veth peer name ns2eth1 netns "$RTR"
+	ip link add ns1eth2 netns "$CLI" type veth peer name ns2eth2 netns "$RTR"
+	ip link add ns2eth3 netns "$RTR" type veth peer name ns3eth1 netns "$SRV"
+	ip -n "$CLI" addr add 10.0.1.1/24 dev ns1eth1
+	ip -n "$CLI" link set ns1eth1 up mtu 1500
+	ip -n "$CLI" route add default via 10.0.1.2
+	ip -n "$CLI" addr add 10.0.2.1/24 dev ns1eth2
+	ip -n "$CLI" link set ns1eth2 up mtu 1500
+	ip -n "$CLI" route add default via 10.0.2.2 metric 101
+	for dev in 1 2 3; do
+		ip -n "$RTR" addr add "10.0.$dev.2/24" dev "ns2eth$dev"
+		ip -n "$RTR" link set "ns2eth$dev" up mtu 1500
+	done
+	ip netns exec "$RTR" sysctl -q net.ipv4.ip_forward=1
+	ip -n "$SRV" addr add 10.0.3.3/24 dev ns3eth1
+	ip -n "$SRV" link set ns3eth1 up mtu 1500
+	ip -n "$SRV" route add default via 10.0.3.2
+	local d1=() d2=()
+	[ "$3" -gt 0 ] && d1=(delay "${3}ms")
+	[ "$4" -gt 0 ] && d2=(delay "${4}ms")
+	tc -n "$CLI" qdisc add dev ns1eth1 root netem rate "${1}mbit" "${d1[@]}" limit 50
+	tc -n "$CLI" qdisc add dev ns1eth2 root netem rate "${2}mbit" "${d2[@]}" limit 50
+	tc -n "$RTR" qdisc add dev ns2eth1 root netem rate "${1}mbit" "${d1[@]}" limit 50
+	tc -n "$RTR" qdisc add dev ns2eth2 root netem rate "${2}mbit" "${d2[@]}" limit 50
+}
+
+# topo_info TOPO_FUNC TOPO_ARGS...: the server address and plane count of a
+# topology, set in the calling shell (the topology itself is built in a
+# subshell).
+topo_info() {
+	local -a rates
+	case $1 in
+	topo_planes)
+		IFS=, read -ra rates <<<"$3"
+		SERVER_ADDR=10.80.1.2 NPLANES=${#rates[@]}
+		;;
+	topo_unshaped) SERVER_ADDR=10.81.0.2 NPLANES=0 ;;
+	topo_simult) SERVER_ADDR=10.0.3.3 NPLANES=0 ;;
+	esac
+}
+
+# --- Transport set-up ---------------------------------------------------------
+
+# mptcp_planes: the in-kernel path manager on the planes, as the kernel's
+# selftests configure it: limits in both namespaces, a "subflow" endpoint
+# per extra plane on the client and a "signal" endpoint per extra plane on
+# the server (BENCH_MPTCP_ENDPOINTS=subflow|signal keeps only one kind).
+mptcp_planes() {
+	local ns p
+	for ns in "$CLI" "$SRV"; do
+		ip -n "$ns" mptcp limits set subflows 8 add_addr_accepted 8
+	done
+	for ((p = 2; p <= NPLANES; p++)); do
+		[ "$MPTCP_ENDPOINTS" = signal ] ||
+			ip -n "$CLI" mptcp endpoint add "10.80.$p.1" dev "c$p" subflow
+		[ "$MPTCP_ENDPOINTS" = subflow ] ||
+			ip -n "$SRV" mptcp endpoint add "10.80.$p.2" dev "s$p" signal
+	done
+}
+
+# mptcp_simult: the path manager settings of simult_flows.sh.
+mptcp_simult() {
+	ip -n "$CLI" mptcp limits set add_addr_accepted 1 subflows 1
+	ip -n "$CLI" mptcp endpoint add 10.0.2.1 dev ns1eth2 subflow
+	ip -n "$SRV" mptcp limits set add_addr_accepted 1 subflows 1
+}
+
+# mrc_endpoints: one MRC endpoint per local plane address, so that
+# MRC's path manager (once it uses more than one path) sees every plane.
+# Best effort: the outcome is recorded, a refusal does not stop the run.
+mrc_endpoints() {
+	[ "$MRC_ENDPOINTS" = 1 ] || return 0
+	local p
+	for ((p = 1; p <= NPLANES; p++)); do
+		ip netns exec "$CLI" "$STATUS" endpoint add "10.80.$p.1" --dev "c$p" 2>&1 || true
+		ip netns exec "$SRV" "$STATUS" endpoint add "10.80.$p.2" --dev "s$p" 2>&1 || true
+	done
+}
+
+mrc_endpoints_simult() {
+	[ "$MRC_ENDPOINTS" = 1 ] || return 0
+	ip netns exec "$CLI" "$STATUS" endpoint add 10.0.1.1 --dev ns1eth1 2>&1 || true
+	ip netns exec "$CLI" "$STATUS" endpoint add 10.0.2.1 --dev ns1eth2 2>&1 || true
+}
+
+# --- What is recorded -----------------------------------------------------------
+
+sysctls() { # NS REGEX
+	ip netns exec "$1" sysctl -a 2>/dev/null | grep -E "$2" || true
+}
+
+# topo_params DIR: the shaping, addressing and offloads of this topology.
+topo_params() {
+	local d=$1/params pair role ns dev
+	mkdir -p "$d"
+	for pair in "client:$CLI" "server:$SRV" "router:$RTR"; do
+		role=${pair%%:*} ns=${pair#*:}
+		[ -e "/run/netns/$ns" ] || continue
+		tc -n "$ns" qdisc show >"$d/tc_$role.txt" 2>&1 || true
+		ip -n "$ns" -br addr show >"$d/addr_$role.txt" 2>&1 || true
+		ip -n "$ns" route show >"$d/route_$role.txt" 2>&1 || true
+		for dev in $(ip -n "$ns" -br link show | awk '$1 != "lo" { sub(/@.*/, "", $1); print $1 }'); do
+			ip netns exec "$ns" ethtool -k "$dev" 2>/dev/null |
+				grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' |
+				sed "s/^/$dev /" >>"$d/offloads_$role.txt" || true
+		done
+	done
+}
+
+# proto_params DIR PROTO: the settings of one transport in this topology.
+proto_params() {
+	local d=$1/params
+	mkdir -p "$d"
+	case $2 in
+	tcp)
+		sysctls "$CLI" '^net\.ipv4\.tcp_(congestion_control|rmem|wmem|ecn|sack|timestamps|window_scaling|slow_start_after_idle|autocorking|notsent_lowat) |^net\.core\.(rmem|wmem)_(max|default) |^net\.core\.default_qdisc ' >"$d/sysctl.txt"
+		;;
+	mptcp | mptcp_connect)
+		sysctls "$CLI" '^net\.mptcp\.|^net\.ipv4\.tcp_(congestion_control|rmem|wmem) ' >"$d/sysctl.txt"
+		{
+			echo "client:"; ip -n "$CLI" mptcp limits show; ip -n "$CLI" mptcp endpoint show
+			echo "server:"; ip -n "$SRV" mptcp limits show; ip -n "$SRV" mptcp endpoint show
+		} >"$d/mptcp_pm.txt" 2>&1 || true
+		;;
+	sctp)
+		sysctls "$CLI" '^net\.sctp\.' >"$d/sysctl.txt"
+		printf '%s\n' \
+			"server bound to the wildcard address: its INIT-ACK lists every address of its namespace" \
+			"client connects to $SERVER_ADDR with one connect() (no sctp_bindx/sctp_connectx in mrc-perf)" \
+			"data uses the primary path only (Linux SCTP has no concurrent multipath transfer);" \
+			"the other addresses serve as alternate paths after the primary fails (pf_enable, pf_retrans, path_max_retrans)" \
+			>"$d/multihoming.txt"
+		;;
+	mrc)
+		ip netns exec "$CLI" "$STATUS" --json param show >"$d/mrc_param.json" 2>"$d/mrc_param.err" || true
+		ip netns exec "$CLI" "$STATUS" --json endpoint show >"$d/mrc_endpoints_client.json" 2>&1 || true
+		ip netns exec "$SRV" "$STATUS" --json endpoint show >"$d/mrc_endpoints_server.json" 2>&1 || true
+		cat /sys/module/mrc/parameters/family /sys/module/mrc/parameters/port >"$d/module_params.txt" 2>&1 || true
+		;;
+	esac
+}
+
+# snapshot DIR PROTO: what the client's stack shows mid-transfer.
+snapshot() {
+	local d=$1/snapshot
+	mkdir -p "$d"
+	case $2 in
+	tcp | mptcp)
+		ip netns exec "$CLI" ss -tniH 2>&1 | head -n 120 >"$d/ss_tcp.txt" || true
+		[ "$2" = tcp ] || ip netns exec "$CLI" ss -MniH 2>&1 | head -n 60 >"$d/ss_mptcp.txt" || true
+		;;
+	sctp)
+		ip netns exec "$CLI" cat /proc/net/sctp/assocs >"$d/sctp_assocs.txt" 2>&1 || true
+		ip netns exec "$CLI" cat /proc/net/sctp/remaddr >"$d/sctp_remaddr.txt" 2>&1 || true
+		;;
+	mrc)
+		ip netns exec "$CLI" "$STATUS" --json show >"$d/mrc_show.json" 2>"$d/mrc_show.err" || true
+		;;
+	esac
+}
+
+# counters DIR PROTO: per-run protocol counters of both ends (the
+# namespaces are fresh, so absolute values are this run's).
+counters() {
+	local d=$1/counters ns role
+	mkdir -p "$d"
+	for role in client server; do
+		[ $role = client ] && ns=$CLI || ns=$SRV
+		case $2 in
+		tcp | mptcp | mptcp_connect)
+			ip netns exec "$ns" nstat -a 2>/dev/null |
+				grep -E '^(TcpRetransSegs|TcpExtTCPLostRetransmit|TcpExtTCPTimeouts|TcpExtTCPSackRecovery|MPTcp)' \
+					>"$d/nstat_$role.txt" || true
+			;;
+		sctp)
+			ip netns exec "$ns" cat /proc/net/sctp/snmp >"$d/sctp_snmp_$role.txt" 2>&1 || true
+			;;
+		mrc)
+			ip netns exec "$ns" cat /proc/net/mrc >"$d/proc_net_mrc_$role.txt" 2>&1 || true
+			;;
+		esac
+		tc -n "$ns" -s qdisc show >"$d/tc_$role.txt" 2>&1 || true
+	done
+}
+
+# --- One run ------------------------------------------------------------------------
+
+# wait_listen FILE PID: until the mrc-perf server says it listens.
+wait_listen() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		grep -q 'listening on' "$1" 2>/dev/null && return 0
+		kill -0 "$2" 2>/dev/null || return 1
+		sleep 0.05
+	done
+	return 1
+}
+
+# Per-run settings, set by the scenario before each call of run_perf.
+RUN_CONNS=1
+RUN_INTERVAL=100
+RUN_ARGS=()
+RUN_KILL_AT=''
+RUN_KILL_DEV=''
+RUN_HARD=$HARD_TIMEOUT
+
+# run_perf DIR PROTO: one mrc-perf transfer from the client to the server
+# namespace in the current topology. Writes meta.env, client.json,
+# server.json and their stderr into DIR. Never fails: the outcome is data.
+run_perf() {
+	local dir=$1 proto=$2 port=$((PORT_BASE + seq_no)) spid cpid kpid='' crc=0 src=0 t0 tc_exit
+	mkdir -p "$dir"
+	{
+		printf 'transport=%s\nport=%s\nconns=%s\ninterval_ms=%s\nserver_addr=%s\n' \
+			"$proto" "$port" "$RUN_CONNS" "$RUN_INTERVAL" "$SERVER_ADDR"
+		printf 'client_args=%s\nhard_timeout_s=%s\n' "${RUN_ARGS[*]}" "$RUN_HARD"
+	} >>"$dir/meta.env"
+	ip netns exec "$SRV" timeout -k 5 "$RUN_HARD" "$PERF" server --proto "$proto" --port "$port" \
+		--conns "$RUN_CONNS" --timeout "$STALL" --interval-ms "$RUN_INTERVAL" --json \
+		>"$dir/server.json" 2>"$dir/server.err" &
+	spid=$!
+	if ! wait_listen "$dir/server.err" "$spid"; then
+		echo "the mrc-perf server did not start listening: $(tail -n 2 "$dir/server.err" | tr '\n' ' ')" >"$dir/error"
+		kill "$spid" 2>/dev/null || true
+		wait "$spid" || src=$?
+		printf 'server_rc=%s\n' "$src" >>"$dir/meta.env"
+		return 0
+	fi
+	t0=$EPOCHREALTIME
+	ip netns exec "$CLI" timeout -k 5 "$RUN_HARD" "$PERF" client --proto "$proto" \
+		--addr "$SERVER_ADDR" --port "$port" --parallel "$RUN_CONNS" --timeout "$STALL" \
+		--interval-ms "$RUN_INTERVAL" --retry-ms 2000 --json "${RUN_ARGS[@]}" \
+		>"$dir/client.json" 2>"$dir/client.err" &
+	cpid=$!
+	if [ -n "$RUN_KILL_AT" ]; then
+		(
+			trap - ERR
+			sleep "$RUN_KILL_AT"
+			echo "t_kill=$EPOCHREALTIME" >>"$dir/meta.env"
+			ip -n "$CLI" link set "$RUN_KILL_DEV" down || echo "kill_failed=true" >>"$dir/meta.env"
+			echo "t_kill_done=$EPOCHREALTIME" >>"$dir/meta.env"
+		) &
+		kpid=$!
+	fi
+	if [ "$REP" = 1 ]; then
+		sleep "$SNAP_AT"
+		snapshot "$dir" "$proto"
+	fi
+	wait "$cpid" || crc=$?
+	tc_exit=$EPOCHREALTIME
+	wait "$spid" || src=$?
+	[ -z "$kpid" ] || wait "$kpid" || true
+	printf 't0=%s\nt_client_exit=%s\nclient_rc=%s\nserver_rc=%s\n' "$t0" "$tc_exit" "$crc" "$src" >>"$dir/meta.env"
+	counters "$dir" "$proto"
+}
+
+# run_mptcp_connect DIR MAX_TIME_MS: the selftest's own tool, as
+# simult_flows.sh runs it (BENCH_SIMULT_BYTES, 16 MiB, from the client and
+# 80 KiB back).
+run_mptcp_connect() {
+	local dir=$1 max=$2 port=$((PORT_BASE + seq_no)) spid crc=0 src=0 t0 t1 i
+	mkdir -p "$dir"
+	printf 'transport=mptcp_connect\nport=%s\nmax_time_ms=%s\n' "$port" "$max" >>"$dir/meta.env"
+	if [ ! -x "$mptcp_connect" ]; then
+		echo "mptcp_connect not available (built by bench/bench.sh from the kernel tree; pass --mptcp-connect)" >"$dir/error"
+		return 0
+	fi
+	ip netns exec "$SRV" timeout 61 "$mptcp_connect" -jt 30 -l -p "$port" -T "$max" 0.0.0.0 \
+		<"$tmp/small" >"$tmp/sout" 2>"$dir/server.err" &
+	spid=$!
+	for ((i = 0; i < 200; i++)); do
+		ip netns exec "$SRV" ss -Hltn "sport = :$port" | grep -q . && break
+		sleep 0.05
+	done
+	t0=$EPOCHREALTIME
+	ip netns exec "$CLI" timeout 61 "$mptcp_connect" -jt 30 -p "$port" -T "$max" "$SERVER_ADDR" \
+		<"$tmp/large" >"$tmp/cout" 2>"$dir/client.err" || crc=$?
+	t1=$EPOCHREALTIME
+	wait "$spid" || src=$?
+	local cmp_large=0 cmp_small=0
+	cmp -s "$tmp/large" "$tmp/sout" || cmp_large=1
+	cmp -s "$tmp/small" "$tmp/cout" || cmp_small=1
+	printf 't0=%s\nt_client_exit=%s\nclient_rc=%s\nserver_rc=%s\n' "$t0" "$t1" "$crc" "$src" >>"$dir/meta.env"
+	printf 'bytes=%s\ncmp_sent_ok=%s\ncmp_back_ok=%s\n' "$(stat -c %s "$tmp/large")" \
+		"$([ $cmp_large = 0 ] && echo true || echo false)" \
+		"$([ $cmp_small = 0 ] && echo true || echo false)" >>"$dir/meta.env"
+	counters "$dir" mptcp_connect
+}
+
+# setup_transport PROTO TOPO_FUNC: the transport's own configuration in
+# the topology just built.
+setup_transport() {
+	case $1 in
+	mptcp)
+		if [ "$2" = topo_simult ]; then mptcp_simult; else mptcp_planes; fi
+		;;
+	mptcp_connect) mptcp_simult ;;
+	mrc)
+		if [ "$2" = topo_simult ]; then mrc_endpoints_simult; else mrc_endpoints; fi
+		;;
+	esac
+}
+
+# one_run SCENARIO_DIR PROTO TOPO_FUNC TOPO_ARGS...: fresh topology,
+# transport set-up, one transfer, teardown. A failing set-up marks this run
+# as failed (DIR/error) without stopping the benchmark.
+one_run() {
+	local sdir=$1 proto=$2 dir rc
+	shift 2
+	dir=$sdir/$proto/rep$REP
+	mkdir -p "$dir"
+	new_namespaces
+	topo_info "$@"
+	printf 'rep=%s\nstarted=%s\n' "$REP" "$EPOCHREALTIME" >"$dir/meta.env"
+	log "$(basename "$sdir") $proto rep $REP"
+	# Run in the background and waited for, so that errexit applies inside
+	# (it does not in a subshell tested by if, && or ||).
+	(
+		trap - ERR
+		set -e
+		"$@"
+		setup_transport "$proto" "$1"
+	) >"$dir/setup.log" 2>&1 &
+	rc=0
+	wait $! || rc=$?
+	if [ $rc != 0 ]; then
+		echo "topology or transport set-up failed (exit $rc): $(tail -n 3 "$dir/setup.log" | tr '\n' ' ')" >"$dir/error"
+		teardown
+		return 0
+	fi
+	[ -d "$sdir/params" ] || topo_params "$sdir"
+	[ "$REP" != 1 ] || proto_params "$sdir/$proto" "$proto"
+	if [ "$proto" = mptcp_connect ]; then
+		run_mptcp_connect "$dir" "$SIMULT_MAX_TIME"
+	else
+		run_perf "$dir" "$proto"
+	fi
+	echo "finished=$EPOCHREALTIME" >>"$dir/meta.env"
+	teardown
+}
+
+# --- Scenarios -----------------------------------------------------------------------
+
+sdir=
+# scenario_begin ID KEY=VALUE...: a new scenario directory; values that are
+# JSON stay JSON in results.json.
+scenario_begin() {
+	local n
+	n=$(find "$out/scenarios" -mindepth 1 -maxdepth 1 -type d | wc -l)
+	sdir=$out/scenarios/$(printf '%02d' "$((n + 1))")-$1
+	echo "$sdir" >"$out/current"
+	mkdir -p "$sdir"
+	printf 'id=%s\n' "$1" >"$sdir/scenario.env"
+	shift
+	printf '%s\n' "$@" >>"$sdir/scenario.env"
+	log "scenario $(basename "$sdir")"
+}
+
+scenario_end() {
+	echo "finished=$EPOCHREALTIME" >>"$sdir/scenario.env"
+	if [ "$emit" = 1 ]; then
+		emit_block scenario "$PY" "$COLLECT" scenario "$sdir"
+	fi
+}
+
+# emit_block KIND COMMAND...: the command's output (JSON), compressed, on
+# stdout between markers.
+emit_block() {
+	local kind=$1 f
+	shift
+	f=$(mktemp)
+	if "$@" >"$f" 2>"$f.err"; then
+		echo "@@mrc-bench begin $kind"
+		gzip -c "$f" | base64 -w 76 | sed 's/^/@@mrc-bench /'
+		echo "@@mrc-bench end $kind"
+	else
+		log "collecting $kind failed: $(tail -n 5 "$f.err")"
+	fi
+	rm -f "$f" "$f.err"
+}
+
+# for_reps PROTOS COMMAND...: COMMAND for every transport, repetitions
+# interleaved (all transports once, then again) so that slow drifts of the
+# VM touch every transport alike.
+for_reps() {
+	local protos=$1 reps=$2 proto
+	shift 2
+	local -a list
+	IFS=, read -ra list <<<"$protos"
+	for ((REP = 1; REP <= reps; REP++)); do
+		for proto in "${list[@]}"; do
+			"$@" "$proto"
+		done
+	done
+}
+
+throughput_run() { # proto
+	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
+	one_run "$sdir" "$1" topo_planes "$SC_LOSS" "$SC_RATES"
+}
+
+sc_planes() { # ID TITLE LOSS RATES
+	SC_LOSS=$3 SC_RATES=$4
+	scenario_begin "$1" "title=$2" kind=throughput topology=planes \
+		"rates_mbit=$(csv_json "$4")" "delay_ms=$DELAY_MS" "loss_pct=$3" \
+		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
+	for_reps "$PROTOS" "$REPS" throughput_run
+	scenario_end
+}
+
+failover_run() { # proto
+	RUN_CONNS=1 RUN_INTERVAL=$FAIL_INTERVAL_MS RUN_KILL_AT=$FAIL_AT RUN_KILL_DEV=c1
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$FAIL_DURATION" --msg-size "$MSG_SIZE")
+	one_run "$sdir" "$1" topo_planes 0 "$SC_RATES"
+}
+
+sc_failover() {
+	SC_RATES=$RATE,$RATE,$RATE,$RATE
+	scenario_begin failover "title=Failover: plane 1 down mid-transfer" kind=failover \
+		topology=planes "rates_mbit=$(csv_json "$SC_RATES")" "delay_ms=$DELAY_MS" loss_pct=0 \
+		kill_plane=1 "kill_at_s=$FAIL_AT" "kill_command=ip link set c1 down (client side)" \
+		"msg_size=$MSG_SIZE" "duration_s=$FAIL_DURATION" "reps=$REPS" \
+		"interval_ms=$FAIL_INTERVAL_MS" "stall_timeout_s=$STALL"
+	for_reps "$PROTOS" "$REPS" failover_run
+	scenario_end
+}
+
+unshaped_run() { # proto
+	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
+	one_run "$sdir" "$1" topo_unshaped
+}
+
+sc_unshaped() {
+	scenario_begin unshaped "title=One unshaped veth" kind=throughput topology=unshaped \
+		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
+	for_reps "$PROTOS" "$REPS" unshaped_run
+	scenario_end
+}
+
+latency_run() { # proto
+	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$DURATION" --msg-size "$LAT_SIZE" --mode latency)
+	one_run "$sdir" "$1" topo_unshaped
+}
+
+sc_latency() {
+	scenario_begin latency "title=Small-message round trip (one unshaped veth)" kind=latency \
+		topology=unshaped "msg_size=$LAT_SIZE" "duration_s=$DURATION" "reps=$REPS"
+	for_reps "$PROTOS" "$REPS" latency_run
+	scenario_end
+}
+
+fairness_run() { # proto
+	RUN_CONNS=$FAIR_CONNS RUN_INTERVAL=1000 RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
+	one_run "$sdir" "$1" topo_planes 0 "$SC_RATES"
+}
+
+sc_fairness() {
+	SC_RATES=$RATE,$RATE,$RATE,$RATE
+	scenario_begin fairness "title=$FAIR_CONNS parallel connections over 4 equal planes" \
+		kind=fairness topology=planes "rates_mbit=$(csv_json "$SC_RATES")" \
+		"delay_ms=$DELAY_MS" loss_pct=0 "conns=$FAIR_CONNS" "msg_size=$MSG_SIZE" \
+		"duration_s=$DURATION" "reps=$REPS"
+	for_reps "$PROTOS" "$REPS" fairness_run
+	scenario_end
+}
+
+simult_run() { # proto
+	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$((3 * SIMULT_MAX_TIME / 1000 + 20))
+	RUN_ARGS=(--bytes "$SIMULT_SIZE" --msg-size "$MSG_SIZE")
+	one_run "$sdir" "$1" topo_simult "${SC_SIMULT[@]}"
+}
+
+# sc_simult ID TITLE RATE1 RATE2 DELAY1 DELAY2: one test case of
+# simult_flows.sh, with its transfer size and time limit.
+sc_simult() {
+	local id=$1 title=$2
+	shift 2
+	SC_SIMULT=("$@")
+	SIMULT_SIZE=$SIMULT_BYTES
+	# simult_flows.sh: transfer time at the summed rate plus 10 % for
+	# headers, plus 400 ms for mptcp_connect's join sleeps (-j), plus 50 ms
+	# of slack on a non-debug kernel.
+	SIMULT_MAX_TIME=$((1000 * SIMULT_SIZE * 8 * 10 / (($1 + $2) * 1000 * 1000 * 9) + 400 + 50))
+	local protos=mptcp_connect,mptcp,mrc
+	[ -z "${BENCH_SIMULT_PROTOS:-}" ] || protos=$BENCH_SIMULT_PROTOS
+	scenario_begin "$id" "title=simult_flows: $title" kind=simult topology=simult_flows \
+		"rates_mbit=[$1,$2]" "delays_ms=[$3,$4]" "bytes=$SIMULT_SIZE" \
+		"max_time_ms=$SIMULT_MAX_TIME" "join_sleep_ms=400" "msg_size=$MSG_SIZE" \
+		"reps=$SIMULT_REPS"
+	for_reps "$protos" "$SIMULT_REPS" simult_run
+	scenario_end
+}
+
+# run_scenario FUNC ARGS...: one scenario in a subshell, so that an
+# unexpected failure of the harness itself ends that scenario only; it is
+# recorded in the scenario's "error" file and the scenario is still
+# reported.
+run_scenario() {
+	local rc
+	rm -f "$out/current"
+	set +e
+	(
+		set -eE
+		trap teardown EXIT
+		trap 'echo "harness error at line $LINENO: $BASH_COMMAND (exit $?)" >>"$(cat "$out/current" 2>/dev/null || echo "$out")/error"' ERR
+		"$@"
+	)
+	rc=$?
+	set -e
+	teardown
+	if [ $rc != 0 ] && [ -f "$out/current" ]; then
+		sdir=$(cat "$out/current")
+		log "scenario $(basename "$sdir") stopped by a harness error (exit $rc)"
+		scenario_end
+	fi
+}
+
+# --- Main -----------------------------------------------------------------------------
+
+rm -rf "$out"
+mkdir -p "$out/scenarios"
+tmp=$(mktemp -d)
+head -c "$SIMULT_BYTES" /dev/zero >"$tmp/large"
+head -c $((20 * 4096)) /dev/zero >"$tmp/small"
+start=$SECONDS
+
+{
+	printf 'started=%s\nkernel=%s\ncpus=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$(uname -r)" "$(nproc)"
+	printf 'mem_kib=%s\n' "$(awk '/^MemTotal:/ { print $2 }' /proc/meminfo)"
+	printf 'cmdline=%s\n' "$(cat /proc/cmdline)"
+	printf 'quick=%s\nreps=%s\nduration_s=%s\nfail_duration_s=%s\nfail_at_s=%s\n' \
+		"$([ "${BENCH_QUICK:-0}" = 1 ] && echo true || echo false)" "$REPS" "$DURATION" "$FAIL_DURATION" "$FAIL_AT"
+	printf 'simult_bytes=%s\n' "$SIMULT_BYTES"
+	printf 'simult_reps=%s\nplane_rate_mbit=%s\nunequal_rates_mbit=%s\ndelay_ms=%s\nloss_pct=%s\n' \
+		"$SIMULT_REPS" "$RATE" "$(csv_json "$UNEQUAL")" "$DELAY_MS" "$LOSS_PCT"
+	printf 'tbf_burst=%s\ntbf_latency=%s\nmsg_size=%s\nlat_msg_size=%s\nfair_conns=%s\n' \
+		"$TBF_BURST" "$TBF_LATENCY" "$MSG_SIZE" "$LAT_SIZE" "$FAIR_CONNS"
+	printf 'hard_timeout_s=%s\n' "$HARD_TIMEOUT"
+	printf 'stall_timeout_s=%s\ninterval_ms=%s\nfail_interval_ms=%s\nmptcp_endpoints=%s\nmrc_endpoints=%s\n' \
+		"$STALL" "$INTERVAL_MS" "$FAIL_INTERVAL_MS" "$MPTCP_ENDPOINTS" "$MRC_ENDPOINTS"
+	printf 'protos=%s\nscenarios=%s\n' "$PROTOS" "$SCENARIOS"
+	printf 'mrc_perf=%s\nmrc_status=%s\niproute2=%s\n' "$("$PERF" --version 2>&1)" \
+		"$("$STATUS" --version 2>&1)" "$(ip -V 2>&1)"
+	printf 'mptcp_connect=%s\nko=%s\n' "${mptcp_connect:-none}" "$ko"
+} >"$out/meta.env"
+
+# The module under test; a failure to load is recorded and every MRC run
+# then fails with the socket error that mrc-perf reports.
+if lsmod | grep -q '^mrc '; then
+	echo "already loaded" >"$out/module.txt"
+elif insmod "$ko" >"$out/module.txt" 2>&1; then
+	echo "insmod $ko: ok" >>"$out/module.txt"
+else
+	echo "insmod $ko failed" >>"$out/module.txt"
+fi
+[ "$emit" = 0 ] || emit_block header "$PY" "$COLLECT" header "$out"
+
+all4=$RATE,$RATE,$RATE,$RATE
+if has "$SCENARIOS" planes-equal; then run_scenario sc_planes planes-equal "4 equal planes" 0 "$all4"; fi
+if has "$SCENARIOS" planes-unequal; then run_scenario sc_planes planes-unequal "4 unequal planes" 0 "$UNEQUAL"; fi
+if has "$SCENARIOS" planes-loss; then
+	run_scenario sc_planes planes-loss "4 equal planes, ${LOSS_PCT}% random loss" "$LOSS_PCT" "$all4"
+fi
+if has "$SCENARIOS" failover; then run_scenario sc_failover; fi
+if has "$SCENARIOS" unshaped; then run_scenario sc_unshaped; fi
+if has "$SCENARIOS" latency; then run_scenario sc_latency; fi
+if has "$SCENARIOS" fairness; then run_scenario sc_fairness; fi
+if has "$SCENARIOS" simult; then
+	# The five cases of simult_flows.sh: rates (Mbit/s) and delays (ms) of
+	# its two links.
+	run_scenario sc_simult simult-balanced "balanced bwidth" 10 10 0 0
+	run_scenario sc_simult simult-balanced-delay "balanced bwidth with unbalanced delay" 10 10 1 25
+	run_scenario sc_simult simult-unbalanced "unbalanced bwidth" 10 3 0 0
+	run_scenario sc_simult simult-unbalanced-delay "unbalanced bwidth with unbalanced delay" 10 3 1 25
+	run_scenario sc_simult simult-unbalanced-opposed "unbalanced bwidth with opposed, unbalanced delay" 10 3 25 1
+fi
+rm -f "$out/current"
+
+{
+	if lsmod | grep -q '^mrc '; then
+		rmmod mrc 2>&1 && echo "rmmod mrc: ok" || echo "rmmod mrc failed"
+	fi
+} >>"$out/module.txt"
+printf 'finished=%s\nelapsed_s=%s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$((SECONDS - start))" >"$out/footer.env"
+dmesg | tail -n 200 >"$out/dmesg.txt" || true
+[ "$emit" = 0 ] || emit_block footer "$PY" "$COLLECT" footer "$out"
+"$PY" "$COLLECT" results "$out" >"$out/results.json"
+rm -rf "$tmp"
+log "done in $((SECONDS - start)) s: $out/results.json"
