@@ -92,3 +92,9 @@ u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockl
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
 int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len) { return memcpy_from_msg(data, msg, len); }
 void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
+u64 mrc_sock_cookie(const struct sock *sk) { return atomic64_read(&sk->sk_cookie); }
+bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net) { return genl_has_listeners(family, net, 0); }
+struct sk_buff *mrc_genlmsg_new_atomic(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_ATOMIC); }
+int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb) { return genlmsg_multicast_netns(family, net, skb, 0, 0, GFP_ATOMIC); }
+void mrc_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start) { nla_nest_cancel(skb, start); }
+u32 mrc_dst_mtu(const struct dst_entry *dst) { return dst_mtu(dst); }

@@ -22,13 +22,23 @@ use kernel::{
 };
 
 use crate::mrc_cc::CcKind;
-use crate::mrc_conn::{self, ConnConfig};
+use crate::mrc_conn::{self, ConnConfig, DropReason as ConnDrop};
+
+/// Reasons a connection ignores a packet, in `/proc/net/mrc` order.
+const CONN_DROPS: [ConnDrop; 6] = [
+    ConnDrop::WrongSession,
+    ConnDrop::BadState,
+    ConnDrop::Duplicate,
+    ConnDrop::OutOfWindow,
+    ConnDrop::NoBuffer,
+    ConnDrop::Invalid,
+];
 use crate::mrc_path::PathConfig;
-use crate::mrc_proto::{Body, DecodeError, Header, HEADER_LEN};
+use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
-    self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, IpAddr, IpFamily, Net,
-    PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, UdpTunnel,
+    self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
+    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, UdpTunnel,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -37,12 +47,17 @@ const EPHEMERAL_LAST: u16 = 60999;
 
 /// The sockets of a namespace that packets can reach.
 struct SockTable {
-    /// Connections by session id; each entry holds a socket reference.
-    sessions: RBTree<u64, SockRef>,
+    /// Connections by session id and role (`true` for the accepting end);
+    /// each entry holds a socket reference. Both ends of a connection share
+    /// its session id; the role keeps them apart when both live here.
+    sessions: RBTree<(u64, bool), SockRef>,
     /// Bound and listening sockets by MRC port; each holds a reference.
     ports: RBTree<u16, SockRef>,
     /// Where the search for a free ephemeral port starts.
     next_port: u16,
+    /// Bumped whenever a connection is added or removed, so that a dump
+    /// split over several reads can tell that the table changed under it.
+    generation: u32,
 }
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -66,8 +81,11 @@ struct Stats {
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
-    drop_conn: AtomicU64,
+    drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
+    tx_retransmits: AtomicU64,
+    /// Packets sent by connections, by type (`PacketType::index`).
+    tx_by_type: [AtomicU64; PacketType::COUNT],
     tx_packets: AtomicU64,
     tx_bytes: AtomicU64,
     tx_rst: AtomicU64,
@@ -82,8 +100,10 @@ impl Stats {
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
-            drop_conn: AtomicU64::new(0),
+            drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
+            tx_retransmits: AtomicU64::new(0),
+            tx_by_type: [const { AtomicU64::new(0) }; PacketType::COUNT],
             tx_packets: AtomicU64::new(0),
             tx_bytes: AtomicU64::new(0),
             tx_rst: AtomicU64::new(0),
@@ -116,6 +136,9 @@ struct Params {
 
 /// Congestion controllers selectable by name.
 const CC_KINDS: [CcKind; 2] = [CcKind::Delay, CcKind::Reno];
+
+/// Smallest probe timeout of a path.
+const PROBE_TIMEOUT_MIN_NS: u64 = 10_000_000;
 
 /// Entropy values (UDP source ports) per plane unless configured.
 const DEFAULT_EV_PER_PLANE: u32 = 4;
@@ -202,6 +225,7 @@ impl PernetState for MrcNet {
                     sessions: RBTree::new(),
                     ports: RBTree::new(),
                     next_port: EPHEMERAL_FIRST,
+                    generation: 1,
                 },
                 "mrc_net_socks"
             ),
@@ -282,7 +306,8 @@ impl EncapHandler for MrcNet {
         }
         let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
         if let Ok(h) = crate::mrc_proto::peek_header(payload) {
-            if let Some(sk) = self.lookup_session(h.session_id) {
+            // A packet from the accepting end is for the connecting end.
+            if let Some(sk) = self.lookup_session(h.session_id, !h.flags.passive()) {
                 mrc_sock::input(&sk, self, skb);
                 return;
             }
@@ -325,8 +350,35 @@ impl MrcNet {
     }
 
     /// Counts a well-formed packet its connection ignored.
-    pub(crate) fn count_conn_drop(&self) {
-        self.stats.drop_conn.fetch_add(1, Ordering::Relaxed);
+    pub(crate) fn count_conn_drop(&self, why: ConnDrop) {
+        if let Some(i) = CONN_DROPS.iter().position(|d| *d == why) {
+            if let Some(c) = self.stats.drop_conn.get(i) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The addresses of the endpoint table and their backup flags.
+    pub(crate) fn endpoint_addrs(&self) -> [Option<(IpAddr, bool)>; MAX_ENDPOINTS] {
+        let t = self.endpoints.lock();
+        let mut out = [None; MAX_ENDPOINTS];
+        for (o, e) in out.iter_mut().zip(t.slots.iter()) {
+            *o = e.map(|e| (e.addr, e.flags & nl::MRC_ENDPOINT_FLAGS_BACKUP != 0));
+        }
+        out
+    }
+
+    /// Entropy values (paths) per plane of new connections.
+    pub(crate) fn ev_per_plane(&self) -> u16 {
+        self.params
+            .ev_per_plane
+            .load(Ordering::Relaxed)
+            .clamp(1, 64) as u16
+    }
+
+    /// Counts a DATA or FIN packet sent again.
+    pub(crate) fn count_retransmit(&self) {
+        self.stats.tx_retransmits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Returns the tunables of a new connection.
@@ -337,10 +389,17 @@ impl MrcNet {
         cfg.rcvbuf = rcvbuf;
         cfg.sndbuf = sndbuf;
         cfg.max_msg = mrc_sys::MRC_MAX_MSG;
+        // Nine SYNs over 51 s before a connection attempt fails, so a busy
+        // listener has time to answer.
+        cfg.syn_retries = 8;
         let hb = u64::from(p.heartbeat_ms.load(Ordering::Relaxed)).max(1);
         cfg.path.heartbeat_busy_ns = hb * 1_000_000;
         cfg.path.miss_threshold = p.miss_threshold.load(Ordering::Relaxed).clamp(1, 255) as u8;
         cfg.path.cc = p.cc();
+        // A path is suspected only after 10 ms without an answer: shorter
+        // timeouts mistake scheduling delays of a loaded host for path
+        // failures, and every suspicion costs probes and retransmissions.
+        cfg.path.probe_timeout_min_ns = cfg.path.probe_timeout_min_ns.max(PROBE_TIMEOUT_MIN_NS);
         cfg.path.mss = mtu.saturating_sub(HEADER_LEN as u32);
         cfg
     }
@@ -352,6 +411,14 @@ impl MrcNet {
             return;
         };
         if t.send(src, sport, dst, dport, pkt).is_ok() {
+            if let Ok(h) = crate::mrc_proto::peek_header(pkt) {
+                if let Some(c) = h
+                    .packet_type()
+                    .and_then(|t| self.stats.tx_by_type.get(t.index()))
+                {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+            }
             self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
             self.stats
                 .tx_bytes
@@ -361,8 +428,9 @@ impl MrcNet {
         }
     }
 
-    /// Returns the local address routing would use towards `dst`.
-    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<IpAddr> {
+    /// Returns the local address routing would use towards `dst`, and the
+    /// route's MTU.
+    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<(IpAddr, u32)> {
         self.tunnel(&dst)
             .ok_or_else(err::address_family_not_supported)?
             .source_for(dst)
@@ -384,9 +452,9 @@ impl MrcNet {
         tunnels.get(family)?.as_ref()
     }
 
-    /// The connection registered under `sid`.
-    pub(crate) fn lookup_session(&self, sid: u64) -> Option<SockRef> {
-        self.socks.lock().sessions.get(&sid).cloned()
+    /// The connection registered under `sid` in role `passive`.
+    pub(crate) fn lookup_session(&self, sid: u64, passive: bool) -> Option<SockRef> {
+        self.socks.lock().sessions.get(&(sid, passive)).cloned()
     }
 
     /// The socket bound to MRC port `port`.
@@ -401,28 +469,41 @@ impl MrcNet {
         t.sessions.remove(&sid)
     }
 
+    /// Up to `max` registered connections from position `pos` on, and the
+    /// table's generation.
+    fn sessions_from(&self, pos: usize, max: usize) -> Result<(KVec<SockRef>, u32)> {
+        let mut out = KVec::with_capacity(max, GFP_KERNEL)?;
+        let t = self.socks.lock();
+        for sk in t.sessions.values().skip(pos).take(max) {
+            out.push(sk.clone(), GFP_ATOMIC)?;
+        }
+        Ok((out, t.generation))
+    }
+
     /// Number of registered connections.
     fn session_count(&self) -> u64 {
         self.socks.lock().sessions.iter().count() as u64
     }
 
-    /// Registers `sk` under session id `sid`; `EEXIST` if it is taken.
-    pub(crate) fn insert_session(&self, sid: u64, sk: &Sock) -> Result {
+    /// Registers `sk` under session id and role `key`; `EEXIST` if taken.
+    pub(crate) fn insert_session(&self, key: (u64, bool), sk: &Sock) -> Result {
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mut t = self.socks.lock();
-        if t.sessions.get(&sid).is_some() {
+        if t.sessions.get(&key).is_some() {
             return Err(EEXIST);
         }
-        t.sessions.insert(node.into_node(sid, sk.hold()));
+        t.sessions.insert(node.into_node(key, sk.hold()));
+        t.generation = t.generation.wrapping_add(1);
         Ok(())
     }
 
-    /// Unregisters `sk` from session id `sid`.
-    pub(crate) fn remove_session(&self, sid: u64, sk: &Sock) {
+    /// Unregisters `sk` from `key`.
+    pub(crate) fn remove_session(&self, key: (u64, bool), sk: &Sock) {
         let removed = {
             let mut t = self.socks.lock();
-            if t.sessions.get(&sid).is_some_and(|s| s.is(sk)) {
-                t.sessions.remove(&sid)
+            if t.sessions.get(&key).is_some_and(|s| s.is(sk)) {
+                t.generation = t.generation.wrapping_add(1);
+                t.sessions.remove(&key)
             } else {
                 None
             }
@@ -513,10 +594,16 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
         writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))?;
-        writeln!(out, "drop_conn {}", get(&s.drop_conn))?;
+        for (why, c) in CONN_DROPS.iter().zip(s.drop_conn.iter()) {
+            writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
+        }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
+        writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
+        for (t, c) in PacketType::ALL.iter().zip(s.tx_by_type.iter()) {
+            writeln!(out, "tx_type_{} {}", t.name(), get(c))?;
+        }
         writeln!(out, "tx_errors {}", get(&s.tx_errors))
     }
 }
@@ -655,6 +742,11 @@ pub(crate) fn genl_endpoint_add(info: &GenlInfo) -> Result {
     };
     *free = Some(ep);
     table.generation = table.generation.wrapping_add(1);
+    let generation = table.generation;
+    drop(table);
+    info.notify(nl::MRC_CMD_ENDPOINT_ADDED, |m| {
+        endpoint_attrs(m, &ep, generation)
+    });
     Ok(())
 }
 
@@ -672,8 +764,15 @@ pub(crate) fn genl_endpoint_del(info: &GenlInfo) -> Result {
         info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, MAX, c_str!("no such endpoint"));
         return Err(ENOENT);
     };
-    *slot = None;
+    let Some(ep) = slot.take() else {
+        return Err(ENOENT);
+    };
     table.generation = table.generation.wrapping_add(1);
+    let generation = table.generation;
+    drop(table);
+    info.notify(nl::MRC_CMD_ENDPOINT_REMOVED, |m| {
+        endpoint_attrs(m, &ep, generation)
+    });
     Ok(())
 }
 
@@ -686,13 +785,7 @@ pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
     while let Some(slot) = table.slots.get(pos) {
         if let Some(ep) = slot {
             let added = dump.entry(nl::MRC_CMD_ENDPOINT_GET, |m| {
-                m.put_u32(nl::MRC_A_ENDPOINT_GENERATION, generation)?;
-                match &ep.addr {
-                    IpAddr::V4(a) => m.put_bytes(nl::MRC_A_ENDPOINT_ADDR, a)?,
-                    IpAddr::V6(a) => m.put_bytes(nl::MRC_A_ENDPOINT_ADDR, a)?,
-                }
-                m.put_u32(nl::MRC_A_ENDPOINT_IFINDEX, ep.ifindex)?;
-                m.put_u32(nl::MRC_A_ENDPOINT_FLAGS, ep.flags)
+                endpoint_attrs(m, ep, generation)
             })?;
             if !added {
                 break;
@@ -702,4 +795,98 @@ pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
     }
     dump.set_cursor(pos);
     Ok(())
+}
+
+/// The attributes of one endpoint (dump entries and events).
+fn endpoint_attrs(m: &mut GenlMsg, ep: &Endpoint, generation: u32) -> Result {
+    m.put_u32(nl::MRC_A_ENDPOINT_GENERATION, generation)?;
+    m.put_ip(nl::MRC_A_ENDPOINT_ADDR, &ep.addr)?;
+    m.put_u32(nl::MRC_A_ENDPOINT_IFINDEX, ep.ifindex)?;
+    m.put_u32(nl::MRC_A_ENDPOINT_FLAGS, ep.flags)
+}
+
+/// Connections a dump takes from the table at a time.
+const DUMP_BATCH: usize = 32;
+
+/// `conn-get` dump: every connection with its paths. A connection whose
+/// paths do not fit in one message continues in the next (cursor 2 is the
+/// path to resume at).
+pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
+    let mut pos = dump.cursor();
+    let mut path = dump.cursor2();
+    loop {
+        let (batch, generation) = net.sessions_from(pos, DUMP_BATCH)?;
+        dump.set_generation(generation);
+        if batch.is_empty() {
+            break;
+        }
+        for sk in batch.iter() {
+            let mut next = None;
+            let added =
+                dump.entry(nl::MRC_CMD_CONN_GET, |m| {
+                    next = mrc_sock::fill_conn(sk, m, generation, path, path == 0)
+                        .or_else(|e| if e == ENOENT { Ok(None) } else { Err(e) })?;
+                    Ok(())
+                })?;
+            if !added {
+                dump.set_cursor(pos);
+                dump.set_cursor2(path);
+                return Ok(());
+            }
+            if let Some(n) = next {
+                // The message is full: continue this connection's paths.
+                dump.set_cursor(pos);
+                dump.set_cursor2(n);
+                return Ok(());
+            }
+            pos += 1;
+            path = 0;
+        }
+    }
+    dump.set_cursor(pos);
+    dump.set_cursor2(0);
+    Ok(())
+}
+
+/// `conn-get` do: one connection, by session id or socket cookie.
+pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
+    const MAX: u32 = nl::MRC_A_CONN_MAX;
+    let net = info.mrc_net();
+    let sid = info.attr_uint(nl::MRC_A_CONN_SESSION_ID, MAX);
+    let cookie = info.attr_uint(nl::MRC_A_CONN_COOKIE, MAX);
+    if sid.is_some() == cookie.is_some() {
+        info.set_err_msg(c_str!("give exactly one of session-id and cookie"));
+        return Err(EINVAL);
+    }
+    let mut pos = 0;
+    let found = 'search: loop {
+        let (batch, generation) = net.sessions_from(pos, DUMP_BATCH)?;
+        if batch.is_empty() {
+            break None;
+        }
+        for sk in batch.iter() {
+            if let Some((s, c)) = mrc_sock::ids(sk) {
+                if sid == Some(s) || (cookie.is_some() && cookie == c) {
+                    break 'search Some((sk.clone(), generation));
+                }
+            }
+        }
+        pos += batch.len();
+    };
+    let Some((sk, generation)) = found else {
+        let attr = if sid.is_some() {
+            nl::MRC_A_CONN_SESSION_ID
+        } else {
+            nl::MRC_A_CONN_COOKIE
+        };
+        info.set_bad_attr(attr, MAX, c_str!("no such connection"));
+        return Err(ENOENT);
+    };
+    info.reply(nl::MRC_CMD_CONN_GET, |m| {
+        match mrc_sock::fill_conn(&sk, m, generation, 0, true)? {
+            None => Ok(()),
+            // Too many paths for one message; a dump splits them.
+            Some(_) => Err(mrc_sys::err::message_too_long()),
+        }
+    })
 }

@@ -43,20 +43,33 @@
 use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
-use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, Transmit, MSG_QUEUE, WINDOW};
+use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
 use crate::mrc_net::MrcNet;
-use crate::mrc_path::PathIds;
-use crate::mrc_proto::{self, Body, Endpoint};
+use crate::mrc_path::{PathIds, PathState, MAX_PATHS};
+use crate::mrc_proto::{self, Body, Endpoint, MAX_ENDPOINTS};
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, poll_bits, IpAddr, MrcAddr, Msg, SkBuff, Sock, SockRef,
-    SpinLockBh,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, GenlMsg, IpAddr, MrcAddr, Msg, SkBuff,
+    Sock, SockRef, SpinLockBh,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
 const UDP_HLEN: u32 = 8;
 
-/// Largest datagram a connection sends (the MRC header included).
-const MTU: u32 = 1400;
+/// Largest datagram a connection sends (the MRC header included): what
+/// a 9000-byte link MTU carries under IPv6 and UDP.
+const MAX_DGRAM: u32 = 8952;
+
+/// Datagram size when the route's MTU is not known.
+const DEFAULT_DGRAM: u32 = 1400;
+
+/// Largest MRC datagram that fits a route MTU of `mtu` bytes without IP
+/// fragmentation (room for an IPv6 and a UDP header).
+fn dgram_for(mtu: u32) -> u32 {
+    if mtu == 0 {
+        return DEFAULT_DGRAM;
+    }
+    mtu.saturating_sub(48).clamp(576, MAX_DGRAM)
+}
 
 /// Largest message (`MRC_MAX_MSG`).
 const MAX_MSG: u32 = mrc_sys::MRC_MAX_MSG;
@@ -65,6 +78,13 @@ const MAX_MSG: u32 = mrc_sys::MRC_MAX_MSG;
 /// messages, so that large messages stream instead of trickling through a
 /// window that cannot hold them.
 const MIN_BUF: u32 = 2 * MAX_MSG + (1 << 20);
+
+/// Most datagrams one run of the core sends; the rest follow from the timer,
+/// so that no single input or timer keeps a CPU in softirq for long.
+const MAX_TX_PER_DRIVE: u32 = 64;
+
+/// Shortest time from now the connection timer is armed for.
+const MIN_TIMER_NS: u64 = 100_000;
 
 /// Most connections a listener keeps waiting for `accept`.
 const MAX_BACKLOG: usize = 4096;
@@ -113,8 +133,16 @@ struct Session {
     /// Received DATA payloads not yet part of a complete message, by
     /// sequence number modulo [`WINDOW`].
     rx: [Option<SkBuff>; WINDOW],
-    path: PathAddr,
-    txbuf: [u8; MTU as usize],
+    /// UDP addressing of each path, by path index.
+    paths: [Option<PathAddr>; MAX_PATHS],
+    /// Local endpoints offered in the handshake (the namespace's endpoint
+    /// table when the connection started).
+    local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+    /// Entropy values per plane.
+    ev_per_plane: u16,
+    /// Path states last reported, by path index.
+    path_states: [PathState; MAX_PATHS],
+    txbuf: [u8; MAX_DGRAM as usize],
 }
 
 /// What to do once `inner` is unlocked.
@@ -128,6 +156,9 @@ struct After {
     to_parent: Option<SockRef>,
     /// The connection of an orphan is over: reap it.
     reap: bool,
+    /// A connection created by this listener failed before it could be
+    /// accepted: it no longer counts against the backlog.
+    parent_lost: Option<SockRef>,
 }
 
 /// The state [`MrcSock::inner`] guards.
@@ -144,8 +175,8 @@ struct Inner {
     /// Listener: handshakes in progress.
     children: usize,
     sess: Option<VBox<Session>>,
-    /// Session id under which the session table holds this socket.
-    sid: Option<u64>,
+    /// Session id and role under which the session table holds this socket.
+    sid: Option<(u64, bool)>,
     /// Until accepted: the listener that created this connection.
     parent: Option<SockRef>,
     /// No user holds the socket (closed, or never accepted).
@@ -160,6 +191,12 @@ struct Inner {
     wr_shut: bool,
     /// When the timer is armed for.
     timer_at: Option<u64>,
+    /// Core state last seen, and since when (for netlink).
+    last_state: State,
+    since_ns: u64,
+    /// Message bytes the application queued, and received.
+    tx_bytes: u64,
+    rx_bytes: u64,
 }
 
 /// State of one MRC socket, stored after its `struct sock`.
@@ -203,6 +240,10 @@ impl MrcSock {
                     rd_shut: false,
                     wr_shut: false,
                     timer_at: None,
+                    last_state: State::Idle,
+                    since_ns: 0,
+                    tx_bytes: 0,
+                    rx_bytes: 0,
                 },
                 "mrc_sock"
             ),
@@ -212,7 +253,12 @@ impl MrcSock {
 
 impl Session {
     /// Allocates a session with a fresh connection core.
-    fn new(cfg: ConnConfig, path: PathAddr) -> Result<VBox<Session>> {
+    fn new(
+        cfg: ConnConfig,
+        path: PathAddr,
+        local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+        ev_per_plane: u16,
+    ) -> Result<VBox<Session>> {
         let mut b = VBox::<Session>::new_uninit(GFP_KERNEL)?;
         let p = b.as_mut_ptr();
         // SAFETY: `p` points to uninitialised, writable memory for a
@@ -230,9 +276,80 @@ impl Session {
             for i in 0..WINDOW {
                 rx.add(i).write(None);
             }
-            core::ptr::addr_of_mut!((*p).path).write(path);
+            let pa = core::ptr::addr_of_mut!((*p).paths).cast::<Option<PathAddr>>();
+            for i in 0..MAX_PATHS {
+                pa.add(i).write(None);
+            }
+            core::ptr::addr_of_mut!((*p).local_eps).write(local_eps);
+            core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
+            let ps = core::ptr::addr_of_mut!((*p).path_states).cast::<PathState>();
+            for i in 0..MAX_PATHS {
+                ps.add(i).write(PathState::Active);
+            }
             core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
-            Ok(b.assume_init())
+            let mut s = b.assume_init();
+            s.add_path(mrc_sys::now_ns(), first_path_ids(), path, false)?;
+            Ok(s)
+        }
+    }
+
+    /// Adds a path to the core and its addressing here.
+    fn add_path(&mut self, now: u64, ids: PathIds, addr: PathAddr, backup: bool) -> Result {
+        let idx = self.conn.paths_mut().add(now, ids, backup).ok_or(ENOSPC)?;
+        let slot = self.paths.get_mut(idx).ok_or(ENOSPC)?;
+        *slot = Some(addr);
+        Ok(())
+    }
+
+    /// Opens the paths of every plane: each local endpoint is matched with
+    /// the peer's endpoint in the same subnet (/24, /64), else with the one
+    /// at the same index, and gets `ev_per_plane` paths, each with its own
+    /// UDP source port (entropy value). Paths that exist are kept.
+    fn open_planes(&mut self, now: u64) {
+        let mut peer = [None; MAX_ENDPOINTS];
+        for (slot, ep) in peer.iter_mut().zip(self.conn.peer_endpoints()) {
+            *slot = Some(ep);
+        }
+        let ev = self.ev_per_plane.max(1);
+        let locals = self.local_eps;
+        for (plane, local) in locals.iter().enumerate() {
+            let Some(local) = local else {
+                continue;
+            };
+            let same_family = |p: &&Endpoint| p.family == local.family;
+            let remote = peer
+                .iter()
+                .flatten()
+                .filter(same_family)
+                .find(|p| same_subnet(local, p))
+                .or_else(|| peer.get(plane).and_then(|p| p.as_ref()).filter(same_family));
+            let Some(remote) = remote.copied() else {
+                continue;
+            };
+            for k in 0..ev {
+                let path_id = 1 + plane as u32 * u32::from(ev) + u32::from(k);
+                if self.conn.paths().find(path_id).is_some() {
+                    continue;
+                }
+                let entropy = EV_BASE.wrapping_add((path_id % EV_SPAN) as u16);
+                let ids = PathIds {
+                    path_id,
+                    plane: plane as u8,
+                    entropy,
+                };
+                let addr = PathAddr {
+                    local: ep_ip(local),
+                    remote: ep_ip(&remote),
+                    sport: entropy,
+                    dport: remote.port,
+                };
+                if self
+                    .add_path(now, ids, addr, local.backup || remote.backup)
+                    .is_err()
+                {
+                    return;
+                }
+            }
         }
     }
 
@@ -241,6 +358,9 @@ impl Session {
         let len = match tx.data {
             None => tx.len,
             Some(d) => {
+                if d.retransmit {
+                    net.count_retransmit();
+                }
                 let start = d.offset as usize;
                 let end = start.saturating_add(d.len as usize);
                 let payload = self
@@ -257,9 +377,40 @@ impl Session {
                 }
             }
         };
-        if let Some(pkt) = self.txbuf.get(..len) {
-            let p = &self.path;
+        let addr = self.paths.get(tx.path).copied().flatten();
+        if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
             net.send(p.local, p.sport, p.remote, p.dport, pkt);
+        }
+    }
+
+    /// Sends a netlink event for every path whose state changed.
+    fn report_paths(&mut self, sk: &Sock, now: u64) {
+        let sid = self.conn.session_id();
+        for (i, p) in self.conn.paths().iter() {
+            let Some(last) = self.path_states.get_mut(i) else {
+                continue;
+            };
+            let new = p.state();
+            if *last == new {
+                continue;
+            }
+            let old = core::mem::replace(last, new);
+            let reason = if new == PathState::Active {
+                nl::MRC_PATH_STATE_REASON_PROBE_ANSWERED
+            } else {
+                nl::MRC_PATH_STATE_REASON_UNSPEC
+            };
+            sk.notify(nl::MRC_CMD_PATH_STATE_CHANGE, |m| {
+                m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
+                if let Some(c) = sk.cookie() {
+                    m.put_uint(nl::MRC_A_EVENT_COOKIE, c)?;
+                }
+                m.put_u32(nl::MRC_A_EVENT_PATH_ID, p.ids().path_id)?;
+                m.put_u32(nl::MRC_A_EVENT_OLD_STATE, path_state(old))?;
+                m.put_u32(nl::MRC_A_EVENT_NEW_STATE, path_state(new))?;
+                m.put_u32(nl::MRC_A_EVENT_REASON, reason)?;
+                m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, now)
+            });
         }
     }
 
@@ -306,6 +457,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
     let Some(s) = inner.sess.as_deref_mut() else {
         return after;
     };
+    let mut sent = 0;
     loop {
         let mut busy = false;
         while let Some(ev) = s.conn.poll_event() {
@@ -313,6 +465,11 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
             match ev {
                 Event::Connected => {
                     inner.mode = Mode::Connected;
+                    // The peer's endpoints are known now (SYN_ACK).
+                    s.open_planes(now);
+                    sk.notify(nl::MRC_CMD_CONN_ESTABLISHED, |m| {
+                        conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, 0)
+                    });
                     after.state = true;
                     after.writable = true;
                     after.to_parent = inner.parent.take();
@@ -338,6 +495,11 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                 }
                 Event::Closed(e) => {
                     inner.mode = Mode::Closed;
+                    after.parent_lost = inner.parent.take();
+                    let errno = e.map_or(0, |e| e.errno() as u32);
+                    sk.notify(nl::MRC_CMD_CONN_CLOSED, |m| {
+                        conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, errno)
+                    });
                     if let Some(e) = e {
                         sk.set_error(e.errno());
                     }
@@ -355,16 +517,36 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
             s.freed += 1;
             after.writable = true;
         }
-        while let Some(tx) = s.conn.poll_transmit(now, &mut s.txbuf) {
+        while sent < MAX_TX_PER_DRIVE {
+            let Some(tx) = s.conn.poll_transmit(now, &mut s.txbuf) else {
+                break;
+            };
             busy = true;
+            sent += 1;
             s.transmit(net, &tx);
         }
-        if !busy {
+        if !busy || sent >= MAX_TX_PER_DRIVE {
             break;
         }
     }
+    // More to send than one pass may: the timer continues shortly.
+    let more = sent >= MAX_TX_PER_DRIVE;
+    let st = s.conn.state();
+    if st != inner.last_state {
+        inner.last_state = st;
+        inner.since_ns = now;
+    }
+    s.report_paths(sk, now);
     if !inner.dead {
-        if let Some(at) = s.conn.next_timeout(now) {
+        // A deadline that has passed and that the core did not move is
+        // retried after a short pause rather than at once, so a timer can
+        // never keep a CPU in softirq.
+        let next = if more {
+            Some(now)
+        } else {
+            s.conn.next_timeout(now)
+        };
+        if let Some(at) = next.map(|t| t.max(now + MIN_TIMER_NS)) {
             if inner.timer_at != Some(at) {
                 inner.timer_at = Some(at);
                 sk.arm_timer(at);
@@ -391,6 +573,10 @@ fn finish(sk: &Sock, after: After) {
     }
     if let Some(parent) = after.to_parent {
         hand_to_listener(&parent, sk);
+    }
+    if let Some(parent) = after.parent_lost {
+        let mut l = parent.state().inner.lock();
+        l.children = l.children.saturating_sub(1);
     }
 }
 
@@ -446,7 +632,7 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
                     }
                 }
             }
-            Input::Dropped(_) => net.count_conn_drop(),
+            Input::Dropped(why) => net.count_conn_drop(why),
             Input::Consumed => {}
         }
         drive(sk, net, &mut inner, now)
@@ -520,7 +706,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         return Err(EINVAL);
     };
     let sid = pkt.header.session_id;
-    if net.lookup_session(sid).is_some() {
+    if net.lookup_session(sid, true).is_some() {
         // A retransmitted SYN of a connection already being set up.
         return Err(EEXIST);
     }
@@ -531,21 +717,30 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         sport: mrc_sys::param_port(),
         dport: addrs.sport,
     };
+    // The reply goes back the way the SYN came: size datagrams for that route.
+    let mtu = net.source_for(addrs.src).map_or(0, |(_, m)| m);
     let cfg = net.conn_config(
         child.rcvbuf().max(MIN_BUF),
         child.sndbuf().max(MIN_BUF),
-        MTU,
+        dgram_for(mtu),
     );
-    let mut sess = Session::new(cfg, path)?;
+    let (eps, n) = local_endpoints(net, addrs.dst);
+    let mut sess = Session::new(cfg, path, eps, net.ev_per_plane())?;
     let now = mrc_sys::now_ns();
+    let offered = eps.get(..n).unwrap_or(&[]);
+    let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
+    for (d, e) in list.iter_mut().zip(offered.iter().flatten()) {
+        *d = *e;
+    }
     sess.conn
-        .paths_mut()
-        .add(now, path_ids(), false)
-        .ok_or(ENOMEM)?;
-    let local_ep = endpoint(addrs.dst, path.sport);
-    sess.conn
-        .accept(now, &pkt, mrc_sys::random_u64(), &[local_ep])
+        .accept(
+            now,
+            &pkt,
+            mrc_sys::random_u64(),
+            list.get(..n).unwrap_or(&[]),
+        )
         .map_err(|e| Error::from_errno(-e.errno()))?;
+    sess.open_planes(now);
     let local = MrcAddr {
         ip: addrs.dst,
         port: hs.dst_port,
@@ -556,9 +751,9 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         port: hs.src_port,
         scope_id: 0,
     };
-    net.insert_session(sid, &child)?;
+    net.insert_session((sid, true), &child)?;
     with_conn(&child, |inner, _| {
-        inner.sid = Some(sid);
+        inner.sid = Some((sid, true));
         inner.local = Some(local);
         inner.peer = Some(peer);
         inner.mode = Mode::Connecting;
@@ -599,8 +794,8 @@ fn hand_to_listener(listener: &Sock, child: &Sock) {
     }
 }
 
-/// Path identity of a connection's single path.
-fn path_ids() -> PathIds {
+/// Identity of a connection's first path, the one of the handshake.
+fn first_path_ids() -> PathIds {
     PathIds {
         path_id: 0,
         plane: 0,
@@ -608,11 +803,55 @@ fn path_ids() -> PathIds {
     }
 }
 
+/// First UDP source port of the paths of planes, and how many there are.
+const EV_BASE: u16 = 49152;
+const EV_SPAN: u32 = 16384;
+
+/// The IP address of a handshake endpoint.
+fn ep_ip(ep: &Endpoint) -> IpAddr {
+    match ep.ipv4() {
+        Some(a) => IpAddr::V4(a),
+        None => IpAddr::V6(ep.addr),
+    }
+}
+
+/// Whether two endpoints share a /24 (IPv4) or /64 (IPv6).
+fn same_subnet(a: &Endpoint, b: &Endpoint) -> bool {
+    let n = if a.family == mrc_proto::FAMILY_V4 {
+        3
+    } else {
+        8
+    };
+    a.family == b.family && a.addr.get(..n) == b.addr.get(..n)
+}
+
+/// The endpoints a new connection offers: the namespace's endpoint table
+/// (entries of `first`'s family), else `first` alone; and how many.
+fn local_endpoints(net: &MrcNet, first: IpAddr) -> ([Option<Endpoint>; MAX_ENDPOINTS], usize) {
+    let port = mrc_sys::param_port();
+    let mut out = [None; MAX_ENDPOINTS];
+    let mut n = 0;
+    for (ip, backup) in net.endpoint_addrs().iter().flatten() {
+        if core::mem::discriminant(ip) != core::mem::discriminant(&first) {
+            continue;
+        }
+        if let Some(slot) = out.get_mut(n) {
+            *slot = Some(endpoint(*ip, port, *backup));
+            n += 1;
+        }
+    }
+    if n == 0 {
+        out[0] = Some(endpoint(first, port, false));
+        n = 1;
+    }
+    (out, n)
+}
+
 /// The handshake endpoint of a local address.
-fn endpoint(ip: IpAddr, udp_port: u16) -> Endpoint {
+fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
     match ip {
-        IpAddr::V4(a) => Endpoint::v4(a, udp_port, false),
-        IpAddr::V6(a) => Endpoint::v6(a, udp_port, false),
+        IpAddr::V4(a) => Endpoint::v4(a, udp_port, backup),
+        IpAddr::V6(a) => Endpoint::v6(a, udp_port, backup),
     }
 }
 
@@ -726,9 +965,10 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
             return Err(err::address_family_not_supported());
         }
     }
+    let (route_src, mtu) = net.source_for(addr.ip)?;
     let src = match local {
         Some(l) if !l.ip.is_unspecified() => l.ip,
-        _ => net.source_for(addr.ip)?,
+        _ => route_src,
     };
     let port = match local {
         Some(l) => l.port,
@@ -750,18 +990,22 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         sport: mrc_sys::param_port(),
         dport: mrc_sys::param_port(),
     };
-    let cfg = net.conn_config(sk.rcvbuf().max(MIN_BUF), sk.sndbuf().max(MIN_BUF), MTU);
-    let mut sess = Session::new(cfg, path)?;
-    let now = mrc_sys::now_ns();
-    sess.conn
-        .paths_mut()
-        .add(now, path_ids(), false)
-        .ok_or(ENOMEM)?;
+    let cfg = net.conn_config(
+        sk.rcvbuf().max(MIN_BUF),
+        sk.sndbuf().max(MIN_BUF),
+        dgram_for(mtu),
+    );
+    let (eps, n) = local_endpoints(net, src);
+    let mut sess = Session::new(cfg, path, eps, net.ev_per_plane())?;
+    let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
+    for (d, e) in list.iter_mut().zip(eps.iter().flatten()) {
+        *d = *e;
+    }
     sess.conn.set_ports(port, addr.port);
     let mut sid = mrc_sys::random_u64();
     let mut tries = 0;
     loop {
-        match net.insert_session(sid, sk) {
+        match net.insert_session((sid, false), sk) {
             Ok(()) => break,
             Err(e) if e == EEXIST && tries < 8 => {
                 tries += 1;
@@ -771,7 +1015,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         }
     }
     let started = with_conn(sk, |inner, now| {
-        inner.sid = Some(sid);
+        inner.sid = Some((sid, false));
         inner.peer = Some(*addr);
         if let Some(l) = inner.local.as_mut() {
             l.ip = src;
@@ -781,7 +1025,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
             now,
             sid,
             mrc_sys::random_u64(),
-            &[endpoint(src, path.sport)],
+            list.get(..n).unwrap_or(&[]),
         );
         inner.sess = Some(sess);
         r
@@ -931,6 +1175,7 @@ pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
                     if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
                         *slot = buf.take();
                     }
+                    inner.tx_bytes += u64::from(len32);
                     Ok(len32 as i32)
                 }
                 Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
@@ -1008,6 +1253,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
             }
         }
         with_conn(sk, |inner, _| {
+            inner.rx_bytes += u64::from(msg_len);
             if let Some(s) = inner.sess.as_deref_mut() {
                 s.conn.release_recv(u64::from(msg_len));
             }
@@ -1139,4 +1385,153 @@ pub(crate) fn abort_for_exit(sk: &Sock) {
         }
     });
     destroy(sk);
+}
+
+// --- Netlink ------------------------------------------------------------------------
+
+/// Netlink value of a path state.
+fn path_state(s: PathState) -> u32 {
+    match s {
+        PathState::Active => nl::MRC_PATH_STATE_ACTIVE,
+        PathState::Suspect => nl::MRC_PATH_STATE_SUSPECT,
+        PathState::Failed => nl::MRC_PATH_STATE_FAILED,
+    }
+}
+
+/// Netlink value of a connection state.
+fn conn_state(s: State) -> u32 {
+    match s {
+        State::Idle => nl::MRC_CONN_STATE_IDLE,
+        State::SynSent => nl::MRC_CONN_STATE_SYN_SENT,
+        State::SynReceived => nl::MRC_CONN_STATE_SYN_RECEIVED,
+        State::Established => nl::MRC_CONN_STATE_ESTABLISHED,
+        State::FinWait => nl::MRC_CONN_STATE_FIN_WAIT,
+        State::CloseWait => nl::MRC_CONN_STATE_CLOSE_WAIT,
+        State::Closing => nl::MRC_CONN_STATE_CLOSING,
+        State::TimeWait => nl::MRC_CONN_STATE_TIME_WAIT,
+        State::Closed(_) => nl::MRC_CONN_STATE_CLOSED,
+    }
+}
+
+/// The attributes of a connection-established or -closed event.
+fn conn_event(
+    m: &mut GenlMsg,
+    sk: &Sock,
+    sid: u64,
+    local: &Option<MrcAddr>,
+    peer: &Option<MrcAddr>,
+    errno: u32,
+) -> Result {
+    m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
+    if let Some(c) = sk.cookie() {
+        m.put_uint(nl::MRC_A_EVENT_COOKIE, c)?;
+    }
+    if let Some(p) = peer {
+        m.put_ip(nl::MRC_A_EVENT_REMOTE_ADDR, &p.ip)?;
+        m.put_u16(nl::MRC_A_EVENT_REMOTE_PORT, p.port)?;
+    }
+    if let Some(l) = local {
+        m.put_u16(nl::MRC_A_EVENT_LOCAL_PORT, l.port)?;
+    }
+    m.put_u32(nl::MRC_A_EVENT_ERROR, errno)?;
+    m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, mrc_sys::now_ns())
+}
+
+/// Returns the session id of a registered connection and its socket cookie.
+pub(crate) fn ids(sk: &Sock) -> Option<(u64, Option<u64>)> {
+    let inner = sk.state().inner.lock();
+    inner.sid.map(|(sid, _)| (sid, sk.cookie()))
+}
+
+/// Writes a connection for `conn-get`: with `head`, the connection's own
+/// attributes, then its paths from index `from` on. Returns `Some(i)` when
+/// path `i` did not fit (the caller continues it in another message).
+pub(crate) fn fill_conn(
+    sk: &Sock,
+    m: &mut GenlMsg,
+    generation: u32,
+    from: usize,
+    head: bool,
+) -> Result<Option<usize>> {
+    let now = mrc_sys::now_ns();
+    let inner = sk.state().inner.lock();
+    let Some(s) = inner.sess.as_deref() else {
+        return Err(ENOENT);
+    };
+    m.put_u32(nl::MRC_A_CONN_GENERATION, generation)?;
+    m.put_uint(nl::MRC_A_CONN_SESSION_ID, s.conn.session_id())?;
+    if head {
+        if let Some(c) = sk.cookie() {
+            m.put_uint(nl::MRC_A_CONN_COOKIE, c)?;
+        }
+        m.put_u32(nl::MRC_A_CONN_STATE, conn_state(s.conn.state()))?;
+        if let Some(l) = &inner.local {
+            m.put_ip(nl::MRC_A_CONN_LOCAL_ADDR, &l.ip)?;
+            m.put_u16(nl::MRC_A_CONN_LOCAL_PORT, l.port)?;
+        }
+        if let Some(p) = &inner.peer {
+            m.put_ip(nl::MRC_A_CONN_REMOTE_ADDR, &p.ip)?;
+            m.put_u16(nl::MRC_A_CONN_REMOTE_PORT, p.port)?;
+        }
+        let cc = s.conn.paths().config().cc.name();
+        m.put_string(nl::MRC_A_CONN_CC, cc)?;
+        m.put_uint(
+            nl::MRC_A_CONN_TIME_IN_STATE_NS,
+            now.saturating_sub(inner.since_ns),
+        )?;
+        m.put_uint(nl::MRC_A_CONN_TX_BYTES, inner.tx_bytes)?;
+        m.put_uint(nl::MRC_A_CONN_RX_BYTES, inner.rx_bytes)?;
+        if let Some(e) = s.conn.error() {
+            m.put_u32(nl::MRC_A_CONN_ERROR, e.errno() as u32)?;
+        }
+    }
+    for (n, (idx, p)) in s.conn.paths().iter().enumerate().skip(from) {
+        let Some(addr) = s.paths.get(idx).copied().flatten() else {
+            continue;
+        };
+        let res = m.nest(nl::MRC_A_CONN_PATH, |m| {
+            let ids = p.ids();
+            let c = p.counters();
+            m.put_u32(nl::MRC_A_PATH_ID, ids.path_id)?;
+            m.put_bytes(nl::MRC_A_PATH_PLANE, &[ids.plane])?;
+            m.put_u16(nl::MRC_A_PATH_EV, ids.entropy)?;
+            m.put_ip(nl::MRC_A_PATH_LOCAL_ADDR, &addr.local)?;
+            m.put_u16(nl::MRC_A_PATH_LOCAL_PORT, addr.sport)?;
+            m.put_ip(nl::MRC_A_PATH_REMOTE_ADDR, &addr.remote)?;
+            m.put_u16(nl::MRC_A_PATH_REMOTE_PORT, addr.dport)?;
+            m.put_u32(nl::MRC_A_PATH_STATE, path_state(p.state()))?;
+            if p.is_backup() {
+                m.put_flag(nl::MRC_A_PATH_BACKUP)?;
+            }
+            m.put_uint(
+                nl::MRC_A_PATH_TIME_IN_STATE_NS,
+                now.saturating_sub(p.state_since_ns()),
+            )?;
+            if let Some(v) = p.srtt_ns() {
+                m.put_uint(nl::MRC_A_PATH_SRTT_NS, v)?;
+            }
+            if let Some(v) = p.rttvar_ns() {
+                m.put_uint(nl::MRC_A_PATH_RTTVAR_NS, v)?;
+            }
+            if let Some(v) = p.min_rtt_ns() {
+                m.put_uint(nl::MRC_A_PATH_MIN_RTT_NS, v)?;
+            }
+            m.put_u32(nl::MRC_A_PATH_CWND, p.cwnd())?;
+            m.put_uint(nl::MRC_A_PATH_IN_FLIGHT, p.inflight())?;
+            m.put_uint(nl::MRC_A_PATH_BYTES_SENT, c.bytes_sent)?;
+            m.put_uint(nl::MRC_A_PATH_BYTES_ACKED, c.bytes_acked)?;
+            m.put_uint(nl::MRC_A_PATH_BYTES_LOST, c.bytes_lost)?;
+            m.put_uint(nl::MRC_A_PATH_BYTES_RETRANS, c.bytes_retx)?;
+            m.put_uint(nl::MRC_A_PATH_PACKETS_SENT, c.pkts_sent)?;
+            m.put_uint(nl::MRC_A_PATH_PACKETS_ACKED, c.pkts_acked)?;
+            m.put_uint(nl::MRC_A_PATH_PACKETS_LOST, c.pkts_lost)?;
+            m.put_uint(nl::MRC_A_PATH_PACKETS_RETRANS, c.pkts_retx)?;
+            m.put_uint(nl::MRC_A_PATH_PROBES_SENT, u64::from(c.probes_sent))?;
+            m.put_uint(nl::MRC_A_PATH_PROBES_MISSED, u64::from(c.probes_missed))
+        });
+        if res.is_err() {
+            return Ok(Some(n));
+        }
+    }
+    Ok(None)
 }

@@ -15,7 +15,6 @@ use core::{
     ptr::{self, NonNull},
 };
 use kernel::{
-    c_str,
     error::{from_err_ptr, from_result, to_result, Error},
     ffi::{c_int, c_uint},
     prelude::*,
@@ -640,8 +639,9 @@ impl UdpTunnel {
         }
     }
 
-    /// Returns the local address routing would send from to reach `dst`.
-    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<IpAddr> {
+    /// Returns the local address routing would send from to reach `dst`,
+    /// and the MTU of the route.
+    pub(crate) fn source_for(&self, dst: IpAddr) -> Result<(IpAddr, u32)> {
         // SAFETY: `self.0` is a live socket (type invariant).
         let sk = unsafe { (*self.0.as_ptr()).sk };
         // SAFETY: a socket's namespace outlives it.
@@ -656,8 +656,13 @@ impl UdpTunnel {
                 let rt = unsafe { bindings::ip_route_output_flow(net, &mut fl, sk) };
                 from_err_ptr(rt).map_err(|_| err::address_not_available())?;
                 // SAFETY: `rt` is a held route we no longer need.
-                unsafe { bindings::dst_release(ptr::addr_of_mut!((*rt).dst)) };
-                Ok(IpAddr::V4(fl.saddr.to_ne_bytes()))
+                let mtu = unsafe {
+                    let d = ptr::addr_of_mut!((*rt).dst);
+                    let mtu = bindings::mrc_dst_mtu(d);
+                    bindings::dst_release(d);
+                    mtu
+                };
+                Ok((IpAddr::V4(fl.saddr.to_ne_bytes()), mtu))
             }
             IpAddr::V6(d) => {
                 // SAFETY: all-zero is a valid flow key.
@@ -673,8 +678,9 @@ impl UdpTunnel {
                 // SAFETY: `dst` is a held route we no longer need; the lookup
                 // chose the source address.
                 unsafe {
+                    let mtu = bindings::mrc_dst_mtu(dst);
                     bindings::dst_release(dst);
-                    Ok(IpAddr::V6(fl.saddr.in6_u.u6_addr8))
+                    Ok((IpAddr::V6(fl.saddr.in6_u.u6_addr8), mtu))
                 }
             }
         }
@@ -1059,6 +1065,20 @@ impl Sock {
     pub(crate) fn has_error(&self) -> bool {
         // SAFETY: a plain field read.
         unsafe { ptr::read_volatile(ptr::addr_of!((*self.as_ptr()).sk_err)) != 0 }
+    }
+
+    /// The socket cookie, if one was assigned (`SO_COOKIE` assigns it).
+    pub(crate) fn cookie(&self) -> Option<u64> {
+        // SAFETY: an atomic read of a socket field.
+        let c = unsafe { bindings::mrc_sock_cookie(self.as_ptr()) };
+        (c != 0).then_some(c)
+    }
+
+    /// Sends an event with command `cmd` to the `events` group of the
+    /// socket's namespace, if anyone listens. Any context.
+    pub(crate) fn notify(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
+        // SAFETY: a socket's namespace outlives it.
+        notify(unsafe { bindings::mrc_sock_net(self.as_ptr()) }, cmd, fill);
     }
 
     /// Wakes readers (`sk_data_ready`).
@@ -1818,17 +1838,63 @@ impl Drop for FamilyRegistration {
 /// Numbers of the generic netlink family, generated from `netlink/mrc.yaml`.
 pub(crate) mod nl {
     pub(crate) use super::bindings::{
-        MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
-        MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
-        MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY,
-        MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_ENDPOINT_ADDR,
-        MRC_A_ENDPOINT_FLAGS, MRC_A_ENDPOINT_GENERATION, MRC_A_ENDPOINT_IFINDEX,
-        MRC_A_ENDPOINT_MAX, MRC_A_PARAMS_CC, MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS,
-        MRC_A_PARAMS_MAX, MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_USER_TIMEOUT_MS,
+        MRC_A_CONN_CC, MRC_A_CONN_COOKIE, MRC_A_CONN_ERROR, MRC_A_CONN_GENERATION,
+        MRC_A_CONN_LOCAL_ADDR, MRC_A_CONN_LOCAL_PORT, MRC_A_CONN_MAX, MRC_A_CONN_PATH,
+        MRC_A_CONN_REMOTE_ADDR, MRC_A_CONN_REMOTE_PORT, MRC_A_CONN_RX_BYTES, MRC_A_CONN_SESSION_ID,
+        MRC_A_CONN_STATE, MRC_A_CONN_TIME_IN_STATE_NS, MRC_A_CONN_TX_BYTES, MRC_A_DROPS_BAD_BODY,
+        MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS, MRC_A_DROPS_BAD_HANDSHAKE,
+        MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK, MRC_A_DROPS_BAD_VERSION,
+        MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY, MRC_A_DROPS_NO_SESSION,
+        MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_ENDPOINT_ADDR, MRC_A_ENDPOINT_FLAGS,
+        MRC_A_ENDPOINT_GENERATION, MRC_A_ENDPOINT_IFINDEX, MRC_A_ENDPOINT_MAX, MRC_A_EVENT_COOKIE,
+        MRC_A_EVENT_ERROR, MRC_A_EVENT_LOCAL_PORT, MRC_A_EVENT_NEW_STATE, MRC_A_EVENT_OLD_STATE,
+        MRC_A_EVENT_PATH_ID, MRC_A_EVENT_REASON, MRC_A_EVENT_REMOTE_ADDR, MRC_A_EVENT_REMOTE_PORT,
+        MRC_A_EVENT_SESSION_ID, MRC_A_EVENT_TIMESTAMP_NS, MRC_A_PARAMS_CC,
+        MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS, MRC_A_PARAMS_MAX,
+        MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_USER_TIMEOUT_MS, MRC_A_PATH_BACKUP,
+        MRC_A_PATH_BYTES_ACKED, MRC_A_PATH_BYTES_LOST, MRC_A_PATH_BYTES_RETRANS,
+        MRC_A_PATH_BYTES_SENT, MRC_A_PATH_CWND, MRC_A_PATH_EV, MRC_A_PATH_ID, MRC_A_PATH_IN_FLIGHT,
+        MRC_A_PATH_LOCAL_ADDR, MRC_A_PATH_LOCAL_PORT, MRC_A_PATH_MIN_RTT_NS,
+        MRC_A_PATH_PACKETS_ACKED, MRC_A_PATH_PACKETS_LOST, MRC_A_PATH_PACKETS_RETRANS,
+        MRC_A_PATH_PACKETS_SENT, MRC_A_PATH_PLANE, MRC_A_PATH_PROBES_MISSED,
+        MRC_A_PATH_PROBES_SENT, MRC_A_PATH_REMOTE_ADDR, MRC_A_PATH_REMOTE_PORT,
+        MRC_A_PATH_RTTVAR_NS, MRC_A_PATH_SRTT_NS, MRC_A_PATH_STATE, MRC_A_PATH_TIME_IN_STATE_NS,
         MRC_A_STATS_CONNS, MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS,
-        MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_CMD_ENDPOINT_GET, MRC_CMD_PARAM_GET,
-        MRC_CMD_STATS_GET,
+        MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_CMD_CONN_CLOSED,
+        MRC_CMD_CONN_ESTABLISHED, MRC_CMD_CONN_GET, MRC_CMD_ENDPOINT_ADDED, MRC_CMD_ENDPOINT_GET,
+        MRC_CMD_ENDPOINT_REMOVED, MRC_CMD_PARAM_GET, MRC_CMD_PATH_STATE_CHANGE, MRC_CMD_STATS_GET,
     };
+
+    /// Path states.
+    pub(crate) const MRC_PATH_STATE_ACTIVE: u32 =
+        super::bindings::mrc_path_state_MRC_PATH_STATE_ACTIVE;
+    pub(crate) const MRC_PATH_STATE_SUSPECT: u32 =
+        super::bindings::mrc_path_state_MRC_PATH_STATE_SUSPECT;
+    pub(crate) const MRC_PATH_STATE_FAILED: u32 =
+        super::bindings::mrc_path_state_MRC_PATH_STATE_FAILED;
+    /// Reasons of path state changes.
+    pub(crate) const MRC_PATH_STATE_REASON_UNSPEC: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_UNSPEC;
+    pub(crate) const MRC_PATH_STATE_REASON_PROBE_ANSWERED: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_PROBE_ANSWERED;
+    /// Connection states.
+    pub(crate) const MRC_CONN_STATE_IDLE: u32 = super::bindings::mrc_conn_state_MRC_CONN_STATE_IDLE;
+    pub(crate) const MRC_CONN_STATE_SYN_SENT: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_SYN_SENT;
+    pub(crate) const MRC_CONN_STATE_SYN_RECEIVED: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_SYN_RECEIVED;
+    pub(crate) const MRC_CONN_STATE_ESTABLISHED: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_ESTABLISHED;
+    pub(crate) const MRC_CONN_STATE_FIN_WAIT: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_FIN_WAIT;
+    pub(crate) const MRC_CONN_STATE_CLOSE_WAIT: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_CLOSE_WAIT;
+    pub(crate) const MRC_CONN_STATE_CLOSING: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_CLOSING;
+    pub(crate) const MRC_CONN_STATE_TIME_WAIT: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_TIME_WAIT;
+    pub(crate) const MRC_CONN_STATE_CLOSED: u32 =
+        super::bindings::mrc_conn_state_MRC_CONN_STATE_CLOSED;
 
     /// Endpoint flag: paths over it carry data only when no other path can.
     pub(crate) const MRC_ENDPOINT_FLAGS_BACKUP: u32 =
@@ -1897,6 +1963,16 @@ impl GenlInfo {
         ))
     }
 
+    /// Returns the value of `uint` attribute `id` (4 or 8 bytes).
+    pub(crate) fn attr_uint(&self, id: u32, max: u32) -> Option<u64> {
+        let a = self.attr(id, max)?;
+        match a.len() {
+            4 => Some(u64::from(u32::from_ne_bytes(a.try_into().ok()?))),
+            8 => Some(u64::from_ne_bytes(a.try_into().ok()?)),
+            _ => None,
+        }
+    }
+
     /// Reports attribute `id` as the cause of an error, with `msg`.
     pub(crate) fn set_bad_attr(&self, id: u32, max: u32, msg: &'static CStr) {
         self.set_err_msg(msg);
@@ -1910,6 +1986,16 @@ impl GenlInfo {
                 (*extack).bad_attr = nla.as_ptr();
             }
         }
+    }
+
+    /// Sends an event to the `events` group of the requester's namespace.
+    pub(crate) fn notify(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
+        // SAFETY: the requester's namespace is alive during the request.
+        notify(
+            unsafe { bindings::mrc_genl_info_net(self.0.as_ptr()) },
+            cmd,
+            fill,
+        );
     }
 
     /// Sets the extended-ack message returned with an error.
@@ -1991,6 +2077,35 @@ impl GenlMsg {
         self.put(attr, &value.to_ne_bytes())
     }
 
+    /// Adds a NUL-terminated string attribute from a short `str` (at most
+    /// 31 bytes are kept).
+    pub(crate) fn put_string(&mut self, attr: u32, value: &str) -> Result {
+        let mut buf = [0u8; 32];
+        let n = value.len().min(buf.len() - 1);
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), value.as_bytes().get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        self.put(attr, buf.get(..=n).unwrap_or(&[0]))
+    }
+
+    /// Adds a `u16` attribute.
+    pub(crate) fn put_u16(&mut self, attr: u32, value: u16) -> Result {
+        self.put(attr, &value.to_ne_bytes())
+    }
+
+    /// Adds a flag attribute (no payload).
+    pub(crate) fn put_flag(&mut self, attr: u32) -> Result {
+        self.put(attr, &[])
+    }
+
+    /// Adds an IP address as 4 or 16 bytes.
+    pub(crate) fn put_ip(&mut self, attr: u32, ip: &IpAddr) -> Result {
+        match ip {
+            IpAddr::V4(a) => self.put(attr, a),
+            IpAddr::V6(a) => self.put(attr, a),
+        }
+    }
+
     /// Adds a NUL-terminated string attribute.
     pub(crate) fn put_str(&mut self, attr: u32, value: &CStr) -> Result {
         self.put(attr, value.as_bytes_with_nul())
@@ -2003,10 +2118,43 @@ impl GenlMsg {
         if start.is_null() {
             return Err(err::message_too_long());
         }
-        fill(self)?;
+        if let Err(e) = fill(self) {
+            // SAFETY: `start` was opened on this message above; cancelling
+            // trims what the nest added.
+            unsafe { bindings::mrc_nla_nest_cancel(self.0.as_ptr(), start) };
+            return Err(e);
+        }
         // SAFETY: `start` was opened on this message above.
         unsafe { bindings::mrc_nla_nest_end(self.0.as_ptr(), start) };
         Ok(())
+    }
+}
+
+/// Multicasts an event to the `events` group of `net` if it has listeners.
+fn notify(net: *mut bindings::net, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
+    // SAFETY: `net` is alive (callers); the family is registered while any
+    // socket or netlink request exists.
+    unsafe {
+        if !bindings::mrc_genl_has_listeners(GENL_FAMILY.as_ptr(), net) {
+            return;
+        }
+        let skb = bindings::mrc_genlmsg_new_atomic();
+        let Some(nn) = NonNull::new(skb) else {
+            return;
+        };
+        let hdr = bindings::genlmsg_put(skb, 0, 0, GENL_FAMILY.as_ptr(), 0, cmd as u8);
+        if hdr.is_null() {
+            bindings::mrc_nlmsg_free(skb);
+            return;
+        }
+        let mut msg = GenlMsg(nn);
+        if fill(&mut msg).is_err() {
+            bindings::mrc_nlmsg_free(skb);
+            return;
+        }
+        bindings::mrc_genlmsg_end(skb, hdr);
+        // Consumes `skb`; no listener left is not an error.
+        let _ = bindings::mrc_genlmsg_multicast_netns(GENL_FAMILY.as_ptr(), net, skb);
     }
 }
 
@@ -2031,6 +2179,18 @@ impl GenlDump {
     pub(crate) fn set_cursor(&mut self, pos: usize) {
         // SAFETY: valid per the type invariant; `args` is ours to use.
         unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[0] = pos as _ };
+    }
+
+    /// Second position saved between calls (starts at 0).
+    pub(crate) fn cursor2(&self) -> usize {
+        // SAFETY: valid per the type invariant.
+        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[1] as usize }
+    }
+
+    /// Saves the second position for the next call.
+    pub(crate) fn set_cursor2(&mut self, pos: usize) {
+        // SAFETY: valid per the type invariant; `args` is ours to use.
+        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[1] = pos as _ };
     }
 
     /// Declares the generation of the dumped data; a change between calls
@@ -2097,12 +2257,6 @@ unsafe fn genl_do(info: *mut bindings::genl_info, handler: fn(&GenlInfo) -> Resu
     }
 }
 
-/// Handler of commands that this version does not provide yet.
-fn genl_not_implemented(info: &GenlInfo) -> Result {
-    info.set_err_msg(c_str!("command not implemented in this version of mrc"));
-    Err(err::not_supported())
-}
-
 macro_rules! genl_doit {
     ($name:ident, $handler:path) => {
         /// `doit` of the generated ops table (`netlink/mrc_nl_gen.c`).
@@ -2122,34 +2276,39 @@ macro_rules! genl_doit {
 }
 
 genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
-genl_doit!(mrc_nl_conn_get_doit, genl_not_implemented);
+genl_doit!(mrc_nl_conn_get_doit, crate::mrc_net::genl_conn_get);
 genl_doit!(mrc_nl_endpoint_add_doit, crate::mrc_net::genl_endpoint_add);
 genl_doit!(mrc_nl_endpoint_del_doit, crate::mrc_net::genl_endpoint_del);
 genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
 genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
-/// `dumpit` of `conn-get` in the generated ops table: no connection is
-/// tracked by the kernel yet.
+
+/// `conn-get` dump: every connection of the namespace with its paths.
 ///
 /// # Safety
 ///
 /// Called only by the generic netlink core for our family.
 #[no_mangle]
 unsafe extern "C" fn mrc_nl_conn_get_dumpit(
-    _skb: *mut bindings::sk_buff,
+    skb: *mut bindings::sk_buff,
     cb: *mut bindings::netlink_callback,
 ) -> c_int {
-    // SAFETY: `cb` of a running dump is valid; its extack is valid or null
-    // and the message is a static string.
-    unsafe {
-        let extack = (*cb).extack;
-        if !extack.is_null() {
-            (*extack)._msg = c_str!("dump not implemented in this version of mrc")
-                .as_char_ptr()
-                .cast();
+    // SAFETY: the genetlink core passes a running dump's message and callback.
+    let mut dump = unsafe {
+        GenlDump {
+            cb: NonNull::new_unchecked(cb),
+            skb: NonNull::new_unchecked(skb),
         }
+    };
+    // SAFETY: as in `GenlInfo::mrc_net`; the dumping socket's namespace is
+    // alive during the call.
+    let net = unsafe { pernet_state(bindings::mrc_genl_dump_net(cb)) };
+    match crate::mrc_net::genl_conn_dump(net, &mut dump) {
+        // Returning the length asks for another call; 0 ends the dump.
+        Ok(()) => dump.len(),
+        Err(e) => e.to_errno(),
     }
-    err::not_supported().to_errno()
 }
+
 /// `dumpit` of `endpoint-get` in the generated ops table.
 ///
 /// # Safety

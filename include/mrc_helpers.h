@@ -112,5 +112,12 @@ u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
 int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len);
 void mrc_skb_queue_purge(struct sk_buff_head *q);
+void mrc_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start);
+u32 mrc_dst_mtu(const struct dst_entry *dst);
+struct genl_family;
+u64 mrc_sock_cookie(const struct sock *sk);
+bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net);
+struct sk_buff *mrc_genlmsg_new_atomic(void);
+int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb);
 
 #endif /* _MRC_HELPERS_H */

@@ -70,11 +70,12 @@ mrc_cleanup() {
 	mrc_namespaces=()
 }
 
-# mrc_veth_pair NS_A NS_B: joins two namespaces with a veth pair,
+# mrc_veth_pair NS_A NS_B [MTU]: joins two namespaces with a veth pair,
 # veth-a 10.77.0.1/24 fd77::1/64 in NS_A and veth-b 10.77.0.2/24 fd77::2/64
 # in NS_B.
 mrc_veth_pair() {
-	ip link add veth-a netns "$1" type veth peer name veth-b netns "$2" || return 1
+	ip link add veth-a netns "$1" mtu "${3:-1500}" type veth peer name veth-b \
+		netns "$2" mtu "${3:-1500}" || return 1
 	ip -n "$1" addr add 10.77.0.1/24 dev veth-a
 	ip -n "$2" addr add 10.77.0.2/24 dev veth-b
 	ip -n "$1" addr add fd77::1/64 dev veth-a nodad

@@ -6,11 +6,15 @@ Each subcommand prints one result line that the shell tests compare
 exactly, and exits non-zero when a system call does not behave as asserted.
 """
 import argparse
+import ctypes
 import errno
 import os
+import select
+import signal
 import socket
 import struct
 import sys
+import time
 
 SOCK_SEQPACKET = socket.SOCK_SEQPACKET
 
@@ -85,6 +89,7 @@ HDR = struct.Struct("!IHHQIQQII")  # 44 bytes
 TYPE_DATA = 4
 TYPE_FIN = 5
 FIRST_LAST = 0x300
+PASSIVE = 0x1000
 
 
 def crc32c(data, crc=0xFFFFFFFF):
@@ -114,7 +119,7 @@ CLASSES = {
     "length_mismatch": lambda i: packet(len_delta=1 + i % 8),
     "bad_checksum": lambda i: packet(bad_crc=True),
     "unknown_type": lambda i: packet(flags=9 + i % 7),
-    "bad_flags": lambda i: packet(flags=TYPE_DATA | 0x1000),
+    "bad_flags": lambda i: packet(flags=TYPE_DATA | 0x2000),
     "bad_body": lambda i: packet(flags=TYPE_FIN),
     "no_session": lambda i: packet(payload=os.urandom(1 + i % 1000)),
 }
@@ -157,13 +162,280 @@ def cmd_rst(args):
         "length": len(data) == HDR.size and plen == 0,
         "magic": m == MAGIC and v == 1,
         "checksum": rcrc == crc32c(zeroed),
-        "type": flags == TYPE_RST,
+        # The DATA came from a connecting end (no PASSIVE bit): the answer
+        # goes to it, from the accepting side.
+        "type": flags == TYPE_RST | PASSIVE,
         "session": sid == session and pid == path,
         "seq_ack": rseq == ack and rack == seq,
         "from_port": peer[1] == args.port,
     }
     bad = [k for k, ok in checks.items() if not ok]
     print("rst ok" if not bad else "rst bad: " + ",".join(bad))
+
+
+# --- socket API over a connection ----------------------------------------------
+
+LIBC = ctypes.CDLL(None, use_errno=True)
+MRC_MAX_MSG = 1 << 20
+
+
+def sockaddr(ip, port, fam=None, addr_family=None, reserved=0):
+    """A struct sockaddr_mrc (28 bytes)."""
+    fam = family() if fam is None else fam
+    if ":" in ip:
+        af, raw = socket.AF_INET6, socket.inet_pton(socket.AF_INET6, ip)
+    else:
+        af, raw = socket.AF_INET, socket.inet_aton(ip) + bytes(12)
+    af = af if addr_family is None else addr_family
+    return (struct.pack("=H", fam) + struct.pack("!H", port) +
+            struct.pack("=HHI", af, reserved, 0) + raw)
+
+
+def parse_sockaddr(raw):
+    fam, = struct.unpack_from("=H", raw, 0)
+    port, = struct.unpack_from("!H", raw, 2)
+    af, = struct.unpack_from("=H", raw, 4)
+    if af == socket.AF_INET6:
+        ip = socket.inet_ntop(socket.AF_INET6, raw[12:28])
+    else:
+        ip = socket.inet_ntoa(raw[12:16])
+    return fam, ip, port
+
+
+def libc_call(fn, *args):
+    r = fn(*args)
+    if r < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+
+
+def mrc_socket():
+    return socket.socket(family(), SOCK_SEQPACKET, 0)
+
+
+def mrc_bind(s, ip, port):
+    a = sockaddr(ip, port)
+    libc_call(LIBC.bind, s.fileno(), a, len(a))
+
+
+def mrc_connect(s, ip, port, raw=None):
+    a = sockaddr(ip, port) if raw is None else raw
+    libc_call(LIBC.connect, s.fileno(), a, len(a))
+
+
+def mrc_accept(s):
+    """accept(); Python's own cannot size an AF_MRC address."""
+    fd = libc_call(LIBC.accept, s.fileno(), None, None)
+    return socket.socket(family(), SOCK_SEQPACKET, 0, fileno=fd)
+
+
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class MsgHdr(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint),
+                ("iov", ctypes.POINTER(IoVec)), ("iovlen", ctypes.c_size_t),
+                ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                ("flags", ctypes.c_int)]
+
+
+def mrc_recvmsg(s, size, flags=0):
+    """recvmsg() returning (data, msg_flags, source address); Python's own
+    cannot size an AF_MRC address."""
+    buf = ctypes.create_string_buffer(size)
+    name = ctypes.create_string_buffer(128)
+    iov = IoVec(ctypes.cast(buf, ctypes.c_void_p), size)
+    m = MsgHdr(ctypes.cast(name, ctypes.c_void_p), 128, ctypes.pointer(iov), 1, None, 0, 0)
+    n = libc_call(LIBC.recvmsg, s.fileno(), ctypes.byref(m), flags)
+    return buf.raw[:min(n, size)], m.flags, parse_sockaddr(name.raw[:m.namelen])
+
+
+def getname(s, peer):
+    buf = ctypes.create_string_buffer(128)
+    ln = ctypes.c_uint(128)
+    fn = LIBC.getpeername if peer else LIBC.getsockname
+    libc_call(fn, s.fileno(), buf, ctypes.byref(ln))
+    return parse_sockaddr(buf.raw[:ln.value])
+
+
+class Checker:
+    def __init__(self):
+        self.failed = 0
+
+    def check(self, what, got, want):
+        if got == want:
+            print(f"ok {what}: {got}")
+        else:
+            print(f"FAIL {what}: got {got}, want {want}")
+            self.failed += 1
+
+    def errno_of(self, what, fn, want):
+        try:
+            fn()
+            got = "success"
+        except OSError as e:
+            got = errno.errorcode.get(e.errno, e.errno)
+        self.check(what, got, errno.errorcode[want])
+
+
+def cmd_api_server(args):
+    """Serves the scripted connections of api-client, one at a time."""
+    lst = mrc_socket()
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(8)
+    print("listening", flush=True)
+    while True:
+        c = mrc_accept(lst)
+        cmd = c.recv(64)
+        if cmd == b"echo":
+            while True:
+                m = c.recv(MRC_MAX_MSG)
+                if not m:
+                    break
+                c.send(m)
+        elif cmd == b"halfclose":
+            c.shutdown(socket.SHUT_WR)
+            got = c.recv(64)
+            print(f"halfclose got {got!r}", flush=True)
+        elif cmd == b"reset":
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        elif cmd == b"idle":
+            c.recv(64)
+        elif cmd == b"quit":
+            c.close()
+            break
+        c.close()
+    lst.close()
+
+
+def cmd_api_client(args):
+    """Checks the socket calls against a peer running api-server."""
+    ck = Checker()
+    srv, port = args.addr, args.port
+    fam = family()
+
+    s = mrc_socket()
+    ck.errno_of("connect short sockaddr", lambda: mrc_connect(s, srv, port, raw=sockaddr(srv, port)[:8]), errno.EINVAL)
+    ck.errno_of("connect wrong family", lambda: mrc_connect(s, srv, port, raw=sockaddr(srv, port, fam=2)), errno.EAFNOSUPPORT)
+    ck.errno_of("connect wrong address family", lambda: mrc_connect(s, srv, port, raw=sockaddr(srv, port, addr_family=99)), errno.EAFNOSUPPORT)
+    ck.errno_of("connect reserved set", lambda: mrc_connect(s, srv, port, raw=sockaddr(srv, port, reserved=1)), errno.EINVAL)
+    ck.errno_of("send unconnected", lambda: s.send(b"x"), errno.ENOTCONN)
+    ck.errno_of("recv unconnected", lambda: s.recv(10), errno.ENOTCONN)
+    ck.errno_of("getpeername unconnected", lambda: getname(s, True), errno.ENOTCONN)
+    ck.errno_of("listen unbound", lambda: s.listen(1), errno.EDESTADDRREQ)
+    ck.errno_of("connect refused", lambda: mrc_connect(s, srv, port + 1), errno.ECONNREFUSED)
+    s.close()
+
+    # Non-blocking connect, refused: EINPROGRESS, then POLLERR and SO_ERROR.
+    s = mrc_socket()
+    s.setblocking(False)
+    ck.errno_of("nonblocking connect (refused)", lambda: mrc_connect(s, srv, port + 1), errno.EINPROGRESS)
+    p = select.poll()
+    p.register(s, select.POLLOUT)
+    ev = p.poll(5000)
+    ck.check("refused poll POLLERR", bool(ev and ev[0][1] & select.POLLERR), True)
+    ck.check("refused SO_ERROR", errno.errorcode.get(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)), "ECONNREFUSED")
+    s.close()
+
+    # Ports: EADDRINUSE, accept without connections.
+    a, b = mrc_socket(), mrc_socket()
+    mrc_bind(a, args.local, 7000)
+    ck.errno_of("bind taken port", lambda: mrc_bind(b, args.local, 7000), errno.EADDRINUSE)
+    ck.check("getsockname bound", getname(a, False), (fam, args.local, 7000))
+    a.listen(4)
+    a.setblocking(False)
+    ck.errno_of("accept nonblocking empty", lambda: mrc_accept(a), errno.EAGAIN)
+    ck.errno_of("connect on listener", lambda: mrc_connect(a, srv, port), errno.EINVAL)
+    a.close()
+    b.close()
+
+    # Non-blocking connect that succeeds.
+    s = mrc_socket()
+    s.setblocking(False)
+    ck.errno_of("nonblocking connect", lambda: mrc_connect(s, srv, port), errno.EINPROGRESS)
+    p = select.poll()
+    p.register(s, select.POLLOUT)
+    ev = p.poll(5000)
+    ck.check("connect poll POLLOUT", bool(ev and ev[0][1] & select.POLLOUT), True)
+    ck.check("connect SO_ERROR", s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR), 0)
+    ck.errno_of("connect again", lambda: mrc_connect(s, srv, port), errno.EISCONN)
+    ck.check("getpeername", getname(s, True), (fam, srv, port))
+    _, lip, lport = getname(s, False)
+    ck.check("getsockname local address", lip, args.local)
+    ck.check("getsockname ephemeral port", 32768 <= lport <= 60999, True)
+    s.setblocking(True)
+    s.send(b"echo")
+    ck.errno_of("send above MRC_MAX_MSG", lambda: s.send(bytes(MRC_MAX_MSG + 1)), errno.EMSGSIZE)
+    ck.errno_of("recv MSG_DONTWAIT empty", lambda: s.recv(10, socket.MSG_DONTWAIT), errno.EAGAIN)
+    for m in (b"a" * 10, b"b" * 2000, b"c" * 5000, bytes(range(256)) * 4096):
+        s.send(m)
+    p = select.poll()
+    p.register(s, select.POLLIN)
+    ev = p.poll(5000)
+    ck.check("poll POLLIN", bool(ev and ev[0][1] & select.POLLIN), True)
+    ck.check("recv MSG_PEEK", s.recv(100, socket.MSG_PEEK), b"a" * 10)
+    ck.check("recv after peek", s.recv(100), b"a" * 10)
+    data, flags, src = mrc_recvmsg(s, 100)
+    ck.check("recvmsg truncated length", len(data), 100)
+    ck.check("recvmsg MSG_TRUNC flag", bool(flags & socket.MSG_TRUNC), True)
+    ck.check("recvmsg source address", src, (fam, srv, port))
+    buf = bytearray(10)
+    n = s.recv_into(buf, 10, socket.MSG_TRUNC)
+    ck.check("recv(MSG_TRUNC) returns the real length", (n, bytes(buf)), (5000, b"c" * 10))
+    ck.check("1 MiB message intact", s.recv(MRC_MAX_MSG + 1), bytes(range(256)) * 4096)
+    s.shutdown(socket.SHUT_WR)
+    ck.errno_of("send after SHUT_WR", lambda: s.send(b"x", socket.MSG_NOSIGNAL), errno.EPIPE)
+    ck.check("recv EOF after echo", s.recv(10), b"")
+    s.close()
+
+    # Half close by the peer: EOF and POLLRDHUP while this end still sends.
+    s = mrc_socket()
+    mrc_connect(s, srv, port)
+    s.send(b"halfclose")
+    ck.check("recv EOF after peer SHUT_WR", s.recv(10), b"")
+    p = select.poll()
+    p.register(s, select.POLLIN | select.POLLRDHUP)
+    ev = p.poll(1000)
+    ck.check("poll POLLRDHUP", bool(ev and ev[0][1] & select.POLLRDHUP), True)
+    ck.check("send after peer SHUT_WR", s.send(b"still"), 5)
+    s.close()
+
+    # Abortive close by the peer (SO_LINGER 0): ECONNRESET.
+    s = mrc_socket()
+    mrc_connect(s, srv, port)
+    s.send(b"reset")
+    ck.errno_of("recv after peer reset", lambda: s.recv(10), errno.ECONNRESET)
+    s.close()
+
+    # Timeouts and signals on a blocking recv.
+    s = mrc_socket()
+    mrc_connect(s, srv, port)
+    s.send(b"idle")
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 200000))
+    ck.errno_of("recv SO_RCVTIMEO", lambda: s.recv(10), errno.EAGAIN)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 0, 0))
+    signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.siginterrupt(signal.SIGALRM, True)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    buf = ctypes.create_string_buffer(16)
+    t0 = time.monotonic()
+    r = LIBC.recv(s.fileno(), buf, 16, 0)
+    e = ctypes.get_errno()
+    ck.check("blocking recv interrupted by a signal", (r, errno.errorcode.get(e)), (-1, "EINTR"))
+    ck.check("interrupted after the signal", time.monotonic() - t0 >= 0.25, True)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
+    ck.check("SO_SNDBUF", s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF), 131072)
+    s.send(b"done")
+    s.close()
+
+    s = mrc_socket()
+    mrc_connect(s, srv, port)
+    s.send(b"quit")
+    s.close()
+    print(f"api checks failed: {ck.failed}")
+    sys.exit(1 if ck.failed else 0)
 
 
 def main():
@@ -190,6 +462,12 @@ def main():
     c.add_argument("count", type=int)
     c.add_argument("--classes", default=",".join(CLASSES))
     c.set_defaults(fn=cmd_garbage)
+    for name, fn in (("api-server", cmd_api_server), ("api-client", cmd_api_client)):
+        c = sub.add_parser(name)
+        c.add_argument("addr")
+        c.add_argument("port", type=int)
+        c.add_argument("--local", default="")
+        c.set_defaults(fn=fn)
     args = p.parse_args()
     args.fn(args)
 

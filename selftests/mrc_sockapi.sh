@@ -1,0 +1,41 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The socket calls of AF_MRC between two namespaces: address checks and
+# their errors, ECONNREFUSED (blocking and non-blocking with SO_ERROR),
+# EADDRINUSE, EINPROGRESS/EISCONN, getsockname/getpeername, EMSGSIZE,
+# MSG_DONTWAIT, MSG_PEEK, MSG_TRUNC (flag and return value), 1 MiB messages,
+# shutdown in both directions (EOF, POLLRDHUP, EPIPE), ECONNRESET from a
+# SO_LINGER 0 close, SO_RCVTIMEO, EINTR, SO_SNDBUF. IPv4 and IPv6.
+
+. "$(dirname "$0")/mrc_lib.sh"
+mrc_require_root
+mrc_load || exit $KSFT_FAIL
+
+mrc_netns_add A
+mrc_netns_add B
+mrc_veth_pair "$A" "$B"
+
+for fam in 4 6; do
+	if [ $fam = 4 ]; then srv=10.77.0.1 cli=10.77.0.2; else srv=fd77::1 cli=fd77::2; fi
+	out=$(mktemp)
+	ip netns exec "$A" $MRC_UTIL api-server "$srv" 5000 >"$out" 2>&1 &
+	pid=$!
+	mrc_wait_for 30 grep -q listening "$out"
+	ip netns exec "$B" $MRC_UTIL api-client "$srv" 5000 --local "$cli" | sed 's/^/  /'
+	mrc_check "socket API over IPv$fam" 0 "${PIPESTATUS[0]}"
+	wait $pid
+	mrc_check "IPv$fam server done" 0 $?
+	mrc_check "IPv$fam server received the half-close message" 1 "$(grep -c "halfclose got b'still'" "$out")"
+	rm -f "$out"
+done
+
+# Every connection is gone once closed (TIME_WAIT is 100 ms).
+mrc_wait_for 10 test "$(mrc_stat "$A" conns)" = 0
+mrc_check "server connections gone" 0 $?
+mrc_wait_for 10 test "$(mrc_stat "$B" conns)" = 0
+mrc_check "client connections gone" 0 $?
+mrc_cleanup
+mrc_wait_for 20 rmmod mrc
+mrc_check "rmmod after all sockets closed" 0 $?
+mrc_exit
