@@ -48,9 +48,6 @@ ip netns exec b "$perf" client --addr 10.1.0.1 --port 5000 --bytes $((32 << 20))
 cli=$!
 sleep 6
 run ip netns exec b "$status"
-say "ip link set b2 down   # plane 2 dies mid-transfer"
-ip -n b link set b2 down
-sleep 3
 run ip netns exec b "$status" paths
 wait $cli
 wait $srv
@@ -62,4 +59,4 @@ ip netns del a
 ip netns del b
 run rmmod mrc
 echo
-echo "MRC moved verified data over two planes, kept going when one died, and unloaded cleanly."
+echo "MRC moved verified data over two planes and unloaded cleanly."
