@@ -67,8 +67,11 @@
 //! the same path has been acknowledged and the packet is older than the path's smoothed RTT
 //! plus a reorder window (a quarter of the minimum RTT, at least
 //! [`ConnConfig::reorder_min_ns`]). A retransmission timeout (RFC 6298 estimators kept per path
-//! by `mrc_path`, exponential backoff, at most [`ConnConfig::max_retries`] in a row without
-//! progress, then [`ConnError::TimedOut`]) is the last resort. A path that the failure detector
+//! by `mrc_path`, exponential backoff capped at the largest RTO) is the last resort. The
+//! connection fails with [`ConnError::TimedOut`] only when it has waited
+//! [`ConnConfig::user_timeout_ns`] without progress: data outstanding and nothing newly
+//! acknowledged, or no Active path at all. Counting retransmission timeouts instead would kill
+//! a connection whose peer is merely slow to answer or whose paths are down for a moment. A path that the failure detector
 //! takes out of Active gives up its packets in flight as lost at once. Lost packets are
 //! retransmitted on another healthy path chosen by [`PathTable::pick_retransmit_path`].
 //!
@@ -169,8 +172,9 @@ pub struct ConnConfig {
     pub ack_every: u8,
     /// Floor of the RACK reorder window.
     pub reorder_min_ns: u64,
-    /// Retransmission timeouts in a row without progress before the connection fails.
-    pub max_retries: u8,
+    /// How long the connection waits without progress (data outstanding and nothing newly
+    /// acknowledged, or no Active path) before it fails with [`ConnError::TimedOut`].
+    pub user_timeout_ns: u64,
     /// First SYN / SYN_ACK retransmission timeout (doubled at each retry).
     pub syn_rto_ns: u64,
     /// SYN / SYN_ACK retransmissions before the handshake fails.
@@ -191,7 +195,7 @@ impl ConnConfig {
         delack_ns: 200_000,
         ack_every: 2,
         reorder_min_ns: 50_000,
-        max_retries: 12,
+        user_timeout_ns: 30_000_000_000,
         syn_rto_ns: 100_000_000,
         syn_retries: 6,
         time_wait_ns: 100_000_000,
@@ -640,7 +644,10 @@ pub struct Conn {
     snd_nxt: u64,
     send: [SendSlot; WINDOW],
     tx_order: u64,
-    peer_rwnd: u32,
+    /// Right edge of the peer's receive window, in new payload bytes since the handshake.
+    peer_edge: u64,
+    /// New (not retransmitted) payload bytes sent since the handshake.
+    snd_new_bytes: u64,
     /// Payload bytes sent and neither cumulatively nor selectively acknowledged.
     snd_unknown: u64,
     lost_count: u32,
@@ -662,6 +669,8 @@ pub struct Conn {
     fin_acked: bool,
     rto_deadline: Option<u64>,
     rto_backoff: u8,
+    /// Last time the connection was not waiting or made progress; see [`Conn::waiting`].
+    progress_ns: u64,
     /// The RTO timer runs as a persist timer: the peer's window is closed.
     persist: bool,
     /// One packet may ignore the peer's window.
@@ -694,6 +703,8 @@ pub struct Conn {
     unacked_pkts: u8,
     ack_path_id: u32,
     last_adv_rwnd: u32,
+    /// Delivered payload bytes the application consumed or discarded since the handshake.
+    rcv_released: u64,
 
     tw_deadline: Option<u64>,
     /// Latest time seen by any entry point, for transitions made while draining events.
@@ -730,7 +741,8 @@ fn conn_fields_are_initialised(c: &Conn) {
         snd_nxt: _,
         send: _,
         tx_order: _,
-        peer_rwnd: _,
+        peer_edge: _,
+        snd_new_bytes: _,
         snd_unknown: _,
         lost_count: _,
         retx_cursor: _,
@@ -747,6 +759,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         fin_acked: _,
         rto_deadline: _,
         rto_backoff: _,
+        progress_ns: _,
         persist: _,
         persist_probe: _,
         rack_order: _,
@@ -772,6 +785,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         unacked_pkts: _,
         ack_path_id: _,
         last_adv_rwnd: _,
+        rcv_released: _,
         tw_deadline: _,
         last_now: _,
         events: _,
@@ -842,7 +856,8 @@ impl Conn {
                 recv.add(i).write(RecvSlot::default());
             }
             addr_of_mut!((*p).tx_order).write(0);
-            addr_of_mut!((*p).peer_rwnd).write(0);
+            addr_of_mut!((*p).peer_edge).write(0);
+            addr_of_mut!((*p).snd_new_bytes).write(0);
             addr_of_mut!((*p).snd_unknown).write(0);
             addr_of_mut!((*p).lost_count).write(0);
             addr_of_mut!((*p).retx_cursor).write(0);
@@ -862,6 +877,7 @@ impl Conn {
             addr_of_mut!((*p).fin_acked).write(false);
             addr_of_mut!((*p).rto_deadline).write(None);
             addr_of_mut!((*p).rto_backoff).write(0);
+            addr_of_mut!((*p).progress_ns).write(0);
             addr_of_mut!((*p).persist).write(false);
             addr_of_mut!((*p).persist_probe).write(false);
             let rack_order = addr_of_mut!((*p).rack_order).cast::<u64>();
@@ -892,6 +908,7 @@ impl Conn {
             addr_of_mut!((*p).unacked_pkts).write(0);
             addr_of_mut!((*p).ack_path_id).write(0);
             addr_of_mut!((*p).last_adv_rwnd).write(0);
+            addr_of_mut!((*p).rcv_released).write(0);
             addr_of_mut!((*p).tw_deadline).write(None);
             addr_of_mut!((*p).last_now).write(0);
             let events = addr_of_mut!((*p).events).cast::<Event>();
@@ -1025,9 +1042,25 @@ impl Conn {
         u32::try_from(free).unwrap_or(u32::MAX)
     }
 
-    /// Returns the peer's latest advertised receive window in bytes.
+    /// Returns the room left in the peer's receive window, in bytes.
     pub fn peer_rwnd(&self) -> u32 {
-        self.peer_rwnd
+        let room = self.peer_edge.saturating_sub(self.snd_new_bytes);
+        u32::try_from(room).unwrap_or(u32::MAX)
+    }
+
+    /// Returns the right edge of this end's receive window as ACKs carry it.
+    fn rwnd_edge(&self) -> u32 {
+        // Truncation intended: the edge travels modulo 2^32.
+        self.rcv_released.saturating_add(u64::from(self.cfg.rcvbuf)) as u32
+    }
+
+    /// Takes a window edge from an ACK; an edge behind the known one is an older ACK's.
+    fn update_peer_edge(&mut self, edge: u32) {
+        // Truncation intended: compare modulo 2^32 like the wire does.
+        let ahead = edge.wrapping_sub(self.peer_edge as u32);
+        if ahead < 1 << 31 {
+            self.peer_edge = self.peer_edge.saturating_add(u64::from(ahead));
+        }
     }
 
     /// Returns the payload bytes sent and not yet known to have arrived.
@@ -1162,7 +1195,7 @@ impl Conn {
         self.peer_port = hs.src_port;
         self.start_send_side(isn);
         self.start_recv_side(hs.initial_seq);
-        self.peer_rwnd = hs.rwnd;
+        self.peer_edge = u64::from(hs.rwnd);
         self.hs_path_id = if self.paths.find(syn.header.path_id).is_some() {
             syn.header.path_id
         } else {
@@ -1368,6 +1401,7 @@ impl Conn {
             return None;
         }
         self.last_now = self.last_now.max(now_ns);
+        self.note_progress(now_ns);
         if let Some(path_id) = self.rst_due.take() {
             if let Some(tx) = self.build_rst(path_id, buf) {
                 return Some(tx);
@@ -1492,7 +1526,12 @@ impl Conn {
             }
         }
         let rwnd = self.rwnd();
-        let sack = Sack::new(0, rwnd, self.rcv_nxt, bitmap.get(..used).unwrap_or(&[]));
+        let sack = Sack::new(
+            0,
+            self.rwnd_edge(),
+            self.rcv_nxt,
+            bitmap.get(..used).unwrap_or(&[]),
+        );
         let len = encode_control(
             buf,
             self.session_id,
@@ -1672,8 +1711,7 @@ impl Conn {
         let msg_len = *self.msgq.get(self.msgq_head)?;
         let remaining = msg_len.saturating_sub(self.head_offset);
         let len = remaining.min(self.cfg.max_payload());
-        let in_window =
-            self.snd_unknown.saturating_add(u64::from(len)) <= u64::from(self.peer_rwnd);
+        let in_window = self.snd_new_bytes.saturating_add(u64::from(len)) <= self.peer_edge;
         let probe = !in_window && self.persist_probe;
         if !in_window && !probe {
             if self.snd_una == self.snd_nxt && self.rto_deadline.is_none() {
@@ -1707,6 +1745,7 @@ impl Conn {
         };
         self.snd_nxt = seq.saturating_add(1);
         self.snd_unknown = self.snd_unknown.saturating_add(u64::from(len));
+        self.snd_new_bytes = self.snd_new_bytes.saturating_add(u64::from(len));
         if flags & SF_LAST != 0 {
             self.msgq_head = self.msgq_head.wrapping_add(1) % MSG_QUEUE;
             self.msgq_len = self.msgq_len.saturating_sub(1);
@@ -1753,6 +1792,7 @@ impl Conn {
     pub fn handle_packet(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
         let h = &pkt.header;
         self.last_now = self.last_now.max(now_ns);
+        self.note_progress(now_ns);
         if h.session_id != self.session_id {
             return Input::Dropped(DropReason::WrongSession);
         }
@@ -1814,6 +1854,7 @@ impl Conn {
         self.hs_due = false;
         self.hs_deadline = None;
         self.hs_backoff = 0;
+        self.progress_ns = now_ns;
         self.push_event(Event::Connected);
     }
 
@@ -1831,7 +1872,7 @@ impl Conn {
                     *slot = ep;
                 }
                 self.start_recv_side(hs.initial_seq);
-                self.peer_rwnd = hs.rwnd;
+                self.peer_edge = u64::from(hs.rwnd);
                 self.establish(now_ns);
                 // The third leg of the handshake.
                 self.ack_path_id = pkt.header.path_id;
@@ -1848,6 +1889,9 @@ impl Conn {
 
     fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
         let h = &pkt.header;
+        if let Some(idx) = self.paths.find(h.path_id) {
+            self.paths.on_heard(idx, now_ns);
+        }
         match pkt.body {
             Body::Rst => {
                 let err = if self.state == State::TimeWait {
@@ -1982,7 +2026,7 @@ impl Conn {
             progress = true;
         }
         if let Some(sack) = sack {
-            self.peer_rwnd = sack.rwnd;
+            self.update_peer_edge(sack.rwnd);
             for seq in sack.sacked() {
                 if seq >= self.snd_nxt {
                     break;
@@ -1991,7 +2035,7 @@ impl Conn {
                     progress = true;
                 }
             }
-            if self.persist || sack.rwnd < self.cfg.max_payload() {
+            if self.persist || self.peer_rwnd() < self.cfg.max_payload() {
                 // The peer is alive and has told its window: a closed window is not a dead
                 // peer, so it does not count towards giving up.
                 self.rto_backoff = 0;
@@ -2002,6 +2046,7 @@ impl Conn {
             }
         }
         if progress {
+            self.progress_ns = now_ns;
             self.rto_backoff = 0;
             self.persist = false;
             self.rto_deadline = if self.snd_una < self.snd_nxt {
@@ -2252,7 +2297,9 @@ impl Conn {
     /// Reports that the application consumed (or discarded) `bytes` of delivered messages,
     /// which reopens the receive window.
     pub fn release_recv(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.rcv_unread);
         self.rcv_unread = self.rcv_unread.saturating_sub(bytes);
+        self.rcv_released = self.rcv_released.saturating_add(bytes);
         if !self.state.is_synchronized() {
             return;
         }
@@ -2287,6 +2334,7 @@ impl Conn {
                 };
                 let t = min_opt(ack, self.rack_deadline);
                 let t = min_opt(t, self.rto_deadline);
+                let t = min_opt(t, self.user_deadline());
                 min_opt(t, self.paths.next_timer(now_ns))
             }
         }
@@ -2315,6 +2363,11 @@ impl Conn {
                 }
             }
             State::Established | State::FinWait | State::CloseWait | State::Closing => {
+                if self.user_deadline().is_some_and(|d| d <= now_ns) {
+                    self.enter_closed(Some(ConnError::TimedOut));
+                    return;
+                }
+                self.note_progress(now_ns);
                 if self.ack_pending && self.ack_deadline.is_some_and(|d| d <= now_ns) {
                     self.ack_now = true;
                     self.ack_deadline = None;
@@ -2335,6 +2388,25 @@ impl Conn {
         }
     }
 
+    /// Whether the connection is waiting for the peer: data or FIN outstanding, or no path
+    /// Active to send on.
+    fn waiting(&self) -> bool {
+        self.snd_una < self.snd_nxt || self.paths.paths_in_state(PathState::Active) == 0
+    }
+
+    /// Restarts the user timeout while the connection is not waiting.
+    fn note_progress(&mut self, now_ns: u64) {
+        if self.state.is_synchronized() && !self.waiting() {
+            self.progress_ns = self.progress_ns.max(now_ns);
+        }
+    }
+
+    /// Returns when the connection fails for lack of progress, if it is waiting.
+    fn user_deadline(&self) -> Option<u64> {
+        self.waiting()
+            .then(|| self.progress_ns.saturating_add(self.cfg.user_timeout_ns))
+    }
+
     fn on_rto(&mut self, now_ns: u64) {
         if self.persist && self.snd_una == self.snd_nxt {
             // Window probe: the peer is not known to be dead, so this does not count as a retry
@@ -2345,11 +2417,7 @@ impl Conn {
             return;
         }
         self.persist = false;
-        self.rto_backoff = self.rto_backoff.saturating_add(1);
-        if self.rto_backoff > self.cfg.max_retries {
-            self.enter_closed(Some(ConnError::TimedOut));
-            return;
-        }
+        self.rto_backoff = self.rto_backoff.saturating_add(1).min(MAX_BACKOFF_SHIFT);
         self.stats.rtos = self.stats.rtos.saturating_add(1);
         let mut hit = PathSet::EMPTY;
         let mut seq = self.snd_una;

@@ -401,6 +401,7 @@ impl MrcNet {
         // failures, and every suspicion costs probes and retransmissions.
         cfg.path.probe_timeout_min_ns = cfg.path.probe_timeout_min_ns.max(PROBE_TIMEOUT_MIN_NS);
         cfg.path.mss = mtu.saturating_sub(HEADER_LEN as u32);
+        cfg.user_timeout_ns = u64::from(p.user_timeout_ms.load(Ordering::Relaxed)) * 1_000_000;
         cfg
     }
 

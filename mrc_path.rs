@@ -19,12 +19,23 @@
 //!   probed with exponential backoff.
 //!
 //! Any answered probe makes a path Active again. A busy path (bytes in flight)
-//! proves it is alive with its acknowledgements; if none arrives within a
-//! probe timeout that counts as a missed heartbeat. An idle path is probed
-//! every `heartbeat_busy_ns` while the connection has data outstanding and
-//! every `heartbeat_idle_ns` otherwise. With the defaults (1 ms heartbeat and
-//! probe timeout floor, three misses) a dead busy path is Suspect about 1 ms
-//! after its last acknowledgement and Failed about 2 ms later.
+//! proves it is alive with its acknowledgements and with any other packet of
+//! the peer arriving on it ([`PathTable::on_heard`]). If it stays silent for a
+//! probe timeout while the peer acknowledges data sent on other paths, that
+//! counts as a missed heartbeat; if no path was acknowledged meanwhile, the
+//! silence may be the peer's (a full receive buffer, a stalled host), so the
+//! path is only probed. An idle path is probed every `heartbeat_busy_ns` (or
+//! once per smoothed RTT, if that is longer) while the connection has data
+//! outstanding and every `heartbeat_idle_ns` otherwise. With the defaults
+//! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
+//! among live ones is Suspect about 1 ms after its last acknowledgement and
+//! Failed about 2 ms later.
+//!
+//! The probe timeout is the path's srtt + 4 * rttvar within configured
+//! bounds; the upper bound yields to twice the srtt, since a path with a deep
+//! queue is slow, not dead. A tick that runs a whole probe timeout after a
+//! deadline means this host did not run meanwhile; answers may be waiting
+//! unread, so nothing counts as missed and the path is probed again.
 //!
 //! Loss bursts only make a path Suspect while more than `min_active` paths
 //! are Active, so that one bad burst across the fabric cannot stop the whole
@@ -105,7 +116,7 @@ pub struct PathConfig {
     pub min_active: u8,
     /// Lower bound of the probe timeout.
     pub probe_timeout_min_ns: u64,
-    /// Upper bound of the probe timeout.
+    /// Upper bound of the probe timeout, unless twice the smoothed RTT is larger.
     pub probe_timeout_max_ns: u64,
     /// Upper bound of the probe interval of a Failed path.
     pub failed_probe_max_ns: u64,
@@ -118,12 +129,12 @@ pub struct PathConfig {
 }
 
 impl PathConfig {
-    /// The defaults: 1 ms heartbeat while busy, 100 ms while idle, Failed after three misses.
+    /// The defaults: 1 ms heartbeat while busy, 1 s while idle, Failed after three misses.
     pub const DEFAULT: PathConfig = PathConfig {
         cc: CcKind::Delay,
         mss: 1400,
         heartbeat_busy_ns: 1_000_000,
-        heartbeat_idle_ns: 100_000_000,
+        heartbeat_idle_ns: 1_000_000_000,
         miss_threshold: 3,
         loss_burst: 3,
         min_active: 1,
@@ -658,10 +669,12 @@ impl PathTable {
     fn probe_timeout(&self, p: &Path) -> u64 {
         let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
         let t = srtt.saturating_add(var.saturating_mul(4));
+        // The upper bound caps the variance term only: a path whose answers
+        // really take longer than the bound (a deep queue) is slow, not dead.
         clamp_lo_hi(
             t,
             self.cfg.probe_timeout_min_ns,
-            self.cfg.probe_timeout_max_ns,
+            self.cfg.probe_timeout_max_ns.max(srtt.saturating_mul(2)),
         )
     }
 
@@ -727,6 +740,19 @@ impl PathTable {
             p.probe_outstanding = false;
         }
         p.cc.on_ack(now_ns, bytes, rtt_ns, ece);
+    }
+
+    /// Reports that a packet of the peer arrived on a path.
+    ///
+    /// Any packet proves the path carries traffic now, so an Active path's
+    /// silence clock restarts; like [`PathTable::on_ack`] it does not revive a
+    /// Suspect or Failed path, which must answer a probe.
+    pub fn on_heard(&mut self, idx: PathIdx, now_ns: u64) {
+        if let Some(p) = self.get_mut(idx) {
+            if p.state == PathState::Active {
+                p.last_heard_ns = p.last_heard_ns.max(now_ns);
+            }
+        }
     }
 
     /// Reports that `bytes` sent on a path were declared lost.
@@ -799,8 +825,10 @@ impl PathTable {
                 .max(p.inflight_since_ns)
                 .saturating_add(timeout),
             PathState::Active => {
+                // Probing more often than once per RTT cannot learn anything sooner.
                 let hb = if busy {
-                    self.cfg.heartbeat_busy_ns
+                    let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+                    self.cfg.heartbeat_busy_ns.max(srtt)
                 } else {
                     self.cfg.heartbeat_idle_ns
                 };
@@ -826,19 +854,38 @@ impl PathTable {
             let Some(p) = self.get(idx) else {
                 continue;
             };
-            if now_ns < self.deadline(p, busy) {
+            let deadline = self.deadline(p, busy);
+            if now_ns < deadline {
                 continue;
             }
+            // A tick that comes a whole probe timeout after the deadline means
+            // this host did not run for that long: answers may be sitting
+            // unread, so the path is probed again rather than blamed.
+            let late = now_ns.saturating_sub(deadline) > self.probe_timeout(p);
             // A missed probe, or a busy Active path that stayed silent for a
-            // whole probe timeout; otherwise the deadline was a probe's.
-            let missed = p.probe_outstanding
-                || (p.state == PathState::Active && p.missed_probes == 0 && p.inflight > 0);
+            // whole probe timeout while the peer acknowledged data sent on
+            // other paths; otherwise the deadline was a probe's. When no path
+            // has been acknowledged since this one went quiet, the silence may
+            // be the peer's (a full receive buffer, a stalled host) rather
+            // than the path's, so the path is probed before anything is held
+            // against it.
+            let silent_alone = || {
+                let quiet_since = p.last_heard_ns.max(p.inflight_since_ns);
+                self.iter()
+                    .any(|(j, q)| j != idx && q.last_ack_ns > quiet_since)
+            };
+            let missed = !late
+                && (p.probe_outstanding
+                    || (p.state == PathState::Active
+                        && p.missed_probes == 0
+                        && p.inflight > 0
+                        && silent_alone()));
             let Some(p) = self.get_mut(idx) else {
                 continue;
             };
             let mut next = p.state;
+            p.probe_outstanding = false;
             if missed {
-                p.probe_outstanding = false;
                 p.missed_probes = p.missed_probes.saturating_add(1);
                 p.counters.probes_missed = p.counters.probes_missed.saturating_add(1);
                 if p.missed_probes >= threshold {

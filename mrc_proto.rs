@@ -58,7 +58,11 @@
 //! - ACK ([`Sack`]): `echo_ts` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
 //!   [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
 //!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
-//!   must not be below the header's `ack_num`.
+//!   must not be below the header's `ack_num`. `rwnd` is the right edge of the receive
+//!   window: the receiver takes new payload bytes as long as their running total since the
+//!   handshake stays within it, modulo 2^32 (the handshake's `rwnd` is the window size, which
+//!   is the first edge). An absolute edge cannot be shrunk by an older ACK overtaking a newer
+//!   one on a faster path.
 //! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
 //! - FIN, RST: empty.
@@ -651,7 +655,7 @@ impl Iterator for EndpointIter<'_> {
 pub struct Sack<'a> {
     /// Send timestamp (ns) of the packet that triggered this ACK, echoed from it.
     pub echo_ts: u64,
-    /// Receiver's window in bytes.
+    /// Right edge of the receiver's window: new payload bytes since the handshake, mod 2^32.
     pub rwnd: u32,
     /// Sequence number described by bit 0 of the bitmap; not below the header's `ack`.
     pub base: u64,

@@ -774,7 +774,12 @@ fn rto_backs_off_and_gives_up() {
         client.on_timeout(now);
     }
     assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
-    assert_eq!(client.stats().rtos, u64::from(cfg.max_retries));
+    // Fails one user timeout after the last progress (the handshake at 0).
+    assert!(
+        now >= cfg.user_timeout_ns && now <= cfg.user_timeout_ns + cfg.path.rto_max_ns,
+        "gave up at {now} ns"
+    );
+    assert!(client.stats().rtos >= 10, "{:?}", client.stats());
     assert!(
         data_at.len() >= 2,
         "retransmitted at least once: {data_at:?}"
@@ -783,8 +788,6 @@ fn rto_backs_off_and_gives_up() {
     for w in data_at.windows(3) {
         assert!(w[2] - w[1] >= w[1] - w[0], "{data_at:?}");
     }
-    let max = cfg.path.rto_max_ns;
-    assert!(now < 20 * max, "gave up after {now} ns");
     assert!(events(&mut client).contains(&Event::Closed(Some(ConnError::TimedOut))));
 }
 
@@ -871,7 +874,8 @@ fn receive_window_limits_the_sender_and_reopens() {
     let mut now = MS;
     for _ in 0..20 {
         let data = drain(&mut client, now);
-        assert!(client.bytes_unacked() <= u64::from(client.peer_rwnd()).max(MSS as u64));
+        // Never more than the window, plus one window probe.
+        assert!(client.bytes_unacked() <= 10_000 + MSS as u64);
         feed_all(&mut server, now, &data);
         server.on_timeout(now + MS);
         let acks = drain(&mut server, now + MS);

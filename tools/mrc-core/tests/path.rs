@@ -19,8 +19,14 @@ fn ids(n: u32) -> PathIds {
     }
 }
 
+/// A table of `n` paths with the default configuration except a 100 ms idle heartbeat, which
+/// keeps the timelines below short.
 fn table(n: u32) -> PathTable {
-    table_cfg(n, PathConfig::default())
+    let cfg = PathConfig {
+        heartbeat_idle_ns: 100 * MS,
+        ..PathConfig::default()
+    };
+    table_cfg(n, cfg)
 }
 
 /// A table whose paths each have one 100 us RTT sample from time 0, so that
@@ -52,6 +58,13 @@ fn service(t: &mut PathTable, now: u64, dead: &[PathIdx]) -> TickResult {
         }
     }
     r
+}
+
+/// Sends one packet on path `idx` at `at` and acknowledges it at once, so
+/// the peer is seen acknowledging data elsewhere than on a silent path.
+fn ack_on(t: &mut PathTable, idx: PathIdx, at: u64) {
+    t.on_sent(idx, at, 1000, false);
+    t.on_ack(idx, at, 1000, None, false);
 }
 
 /// Follows `next_timer` from `from` to `to`, servicing each tick, and returns
@@ -195,7 +208,10 @@ fn rtt_estimation_follows_rfc6298() {
         t.on_ack(0, 400 * US, 0, Some(5_000 * MS), false);
     }
     assert_eq!(t.rto_ns(0), Some(1_000 * MS));
-    assert_eq!(t.probe_timeout_ns(0), Some(100 * MS));
+    // The probe timeout's cap gives way to a slow path's own RTT.
+    let srtt = t.get(0).unwrap().srtt_ns().unwrap();
+    let pto = t.probe_timeout_ns(0).unwrap();
+    assert!(pto > srtt && pto <= 2 * srtt, "{pto} vs srtt {srtt}");
     assert_eq!(t.rto_ns(1), None);
     // Degenerate samples are clamped, not trusted blindly.
     let mut t = table(1);
@@ -269,8 +285,10 @@ fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
     t.on_sent(0, 0, 1000, false);
     t.on_ack(0, 100 * US, 1000, Some(100 * US), false);
     t.on_sent(0, 200 * US, 1000, false);
+    // The peer keeps acknowledging path 1.
+    ack_on(&mut t, 1, 300 * US);
     // Silent for a probe timeout (1 ms) after becoming busy.
-    assert_eq!(t.next_timer(200 * US), Some(MS));
+    assert_eq!(t.next_timer(300 * US), Some(1200 * US));
     let (probes, changes) = run(&mut t, 200 * US, 300 * MS, &[0], 0);
     let p = t.get(0).unwrap();
     assert_eq!(p.state(), PathState::Failed);
@@ -315,6 +333,7 @@ fn idle_dead_path_misses_probes() {
 fn probe_ack_returns_suspect_and_failed_to_active() {
     let mut t = primed(2);
     t.on_sent(0, 0, 1000, false);
+    ack_on(&mut t, 1, 10);
     let r = service(&mut t, MS, &[0]);
     assert!(r.changed.contains(0) && r.probe.contains(0));
     assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
@@ -333,6 +352,7 @@ fn probe_ack_returns_suspect_and_failed_to_active() {
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
     // Busy and silent again: Failed this time.
     t.on_sent(0, 2 * MS, 1000, false);
+    ack_on(&mut t, 1, 2 * MS + 10);
     let (_, changes) = run(&mut t, 2 * MS, 10 * MS, &[0], 0);
     assert_eq!(
         changes,
@@ -422,24 +442,31 @@ fn active_floor_survives_loss_bursts() {
 
 #[test]
 fn active_floor_yields_to_real_probe_misses() {
-    // A single busy path that goes silent stays Active (it is the floor) and
-    // keeps carrying data while it is probed, but fails after three misses.
+    // A single busy path that goes silent is probed first (nothing tells a
+    // dead path from a peer that stopped acknowledging), then stays Active
+    // (it is the floor) and keeps carrying data while it misses probes, and
+    // fails after three misses.
     let mut t = primed(1);
     t.on_sent(0, 0, 1000, false);
     let r = service(&mut t, MS, &[0]);
     assert!(r.probe.contains(0) && r.changed.is_empty());
+    assert_eq!(t.get(0).unwrap().missed_probes(), 0);
+    let r = service(&mut t, 2 * MS, &[0]);
+    assert!(r.probe.contains(0) && r.changed.is_empty());
     let p = t.get(0).unwrap();
     assert_eq!(p.state(), PathState::Active);
     assert_eq!(p.missed_probes(), 1);
-    assert_eq!(t.pick_path(MS, MSS), Some(0));
-    let (_, changes) = run(&mut t, MS + 1, 10 * MS, &[0], 0);
-    assert_eq!(changes, vec![(3 * MS, PathState::Failed)]);
+    assert_eq!(t.pick_path(2 * MS, MSS), Some(0));
+    let (_, changes) = run(&mut t, 2 * MS + 1, 10 * MS, &[0], 0);
+    assert_eq!(changes, vec![(4 * MS, PathState::Failed)]);
     assert_eq!(t.pick_path(10 * MS, MSS), None);
     // An acknowledgement while still Active clears the misses.
     let mut t = primed(1);
     t.on_sent(0, 0, 1000, false);
     service(&mut t, MS, &[0]);
-    t.on_ack(0, MS + 10, 1000, None, false);
+    service(&mut t, 2 * MS, &[0]);
+    assert_eq!(t.get(0).unwrap().missed_probes(), 1);
+    t.on_ack(0, 2 * MS + 10, 1000, None, false);
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
 }
 
@@ -452,6 +479,7 @@ fn miss_threshold_one_fails_at_once() {
     let mut t = table_cfg(2, cfg);
     t.on_probe_ack(1, 0, 100 * US);
     t.on_sent(1, 0, 1000, false);
+    ack_on(&mut t, 0, 10);
     let r = service(&mut t, MS, &[1]);
     assert!(r.changed.contains(1) && !r.probe.contains(1));
     assert_eq!(t.get(1).unwrap().state(), PathState::Failed);
@@ -677,4 +705,41 @@ fn arbitrary_event_sequences_do_not_panic() {
         assert!(t.len() <= MAX_PATHS);
         assert_eq!(t.iter().count(), t.len());
     }
+}
+
+#[test]
+fn late_tick_probes_again_instead_of_counting_a_miss() {
+    let mut t = primed(2);
+    let r = service(&mut t, 100 * MS, &[0]);
+    assert!(r.probe.contains(0));
+    assert!(t.get(0).unwrap().probe_outstanding());
+    // The probe times out at 101 ms, but this host only runs again at 103 ms:
+    // its answer may be waiting unread, so the path is probed again.
+    let r = service(&mut t, 103 * MS, &[0]);
+    assert!(r.probe.contains(0) && r.changed.is_empty());
+    let p = t.get(0).unwrap();
+    assert_eq!((p.state(), p.missed_probes()), (PathState::Active, 0));
+    // On time, the same silence counts.
+    assert_eq!(t.next_timer(103 * MS), Some(104 * MS));
+    let r = service(&mut t, 104 * MS, &[0]);
+    assert!(r.changed.contains(0));
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+}
+
+#[test]
+fn any_packet_on_a_busy_path_restarts_its_silence_clock() {
+    let mut t = primed(2);
+    t.on_sent(0, 0, 1000, false);
+    t.on_sent(1, 0, 1000, false);
+    t.on_heard(0, 900 * US);
+    // At 1 ms path 1 is due (and probed: nobody acknowledged anything), path 0 is not.
+    let r = service(&mut t, MS, &[]);
+    assert!(r.probe.contains(1) && !r.probe.contains(0));
+    // A Suspect path is not revived by traffic, only by a probe answer.
+    ack_on(&mut t, 1, 1000 * US);
+    let r = service(&mut t, 1900 * US, &[0]);
+    assert!(r.changed.contains(0));
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    t.on_heard(0, 2 * MS);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
 }

@@ -140,6 +140,10 @@ pub struct SimCfg {
     pub close_when_done: bool,
     /// The server application reads a delivered message only this long after delivery.
     pub reader_delay_ns: u64,
+    /// Host stalls: (mean interval, longest stall). Each node now and then stops handling
+    /// packets and timers for a random time, the way a loaded or emulated host delays softirq
+    /// and timer work; what arrives meanwhile is handled when the stall ends.
+    pub stalls: Option<(u64, u64)>,
 }
 
 impl SimCfg {
@@ -154,6 +158,7 @@ impl SimCfg {
             max_time_ns: 60 * SEC,
             close_when_done: true,
             reader_delay_ns: 0,
+            stalls: None,
         }
     }
 }
@@ -313,6 +318,8 @@ pub struct Sim {
     buf: Vec<u8>,
     /// Every error found by the glue checks; a correct run leaves it empty.
     pub violations: Vec<String>,
+    /// Per node: (stalled until, next stall starts at).
+    stall: [(u64, u64); 2],
 }
 
 impl Sim {
@@ -339,6 +346,7 @@ impl Sim {
             order: 0,
             buf: vec![0u8; 70_000],
             violations: Vec::new(),
+            stall: [(0, 0); 2],
             cfg,
         };
         sim.service(0);
@@ -629,6 +637,14 @@ impl Sim {
         }
     }
 
+    /// Moves an event of a stalled node to the end of the stall.
+    fn defer(&mut self, node: usize, item: Item, until: u64) {
+        if matches!(item.ev, Ev::Timer { .. }) && self.nodes[node].timer_at == Some(item.at) {
+            self.nodes[node].timer_at = Some(until);
+        }
+        self.push(until, item.ev);
+    }
+
     /// Runs one event; returns false when nothing is left to do.
     pub fn step(&mut self) -> bool {
         let Some(Reverse(item)) = self.queue.pop() else {
@@ -636,6 +652,25 @@ impl Sim {
         };
         debug_assert!(item.at >= self.now);
         self.now = item.at;
+        let node = match &item.ev {
+            Ev::Arrive { to, .. } => *to,
+            Ev::Timer { node } | Ev::Read { node } => *node,
+        };
+        if let Some((interval, longest)) = self.cfg.stalls {
+            let (until, next) = self.stall[node];
+            if self.now < until {
+                // Handled once the stall is over.
+                self.defer(node, item, until);
+                return true;
+            }
+            if self.now >= next {
+                let until = self.now + self.rng.below(longest + 1);
+                let next = until + self.rng.range(interval / 2, interval * 3 / 2);
+                self.stall[node] = (until, next);
+                self.defer(node, item, until);
+                return true;
+            }
+        }
         match item.ev {
             Ev::Arrive { to, path, bytes } => self.arrive(to, path, &bytes),
             Ev::Timer { node } => {

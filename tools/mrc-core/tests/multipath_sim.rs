@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Seeded simulations of one connection over several planes: host stalls, a plane dying
+//! mid-transfer, every plane down for a while and past the user timeout, idle probe load.
+
+mod common;
+
+use common::{Sim, SimCfg, MS, SEC, US};
+use mrc_core::mrc_conn::{ConnError, State};
+use mrc_core::mrc_path::PathState;
+
+/// Paths per plane, as the kernel opens them by default.
+const EV: usize = 4;
+
+/// `planes` planes of `EV` paths each, 50 Mbit/s per plane split over its paths, 100 us.
+fn planes(seed: u64, planes: usize) -> SimCfg {
+    let mut cfg = SimCfg::clean(seed, planes * EV, 100 * US);
+    for (c2s, s2c) in cfg.paths.iter_mut() {
+        for l in [c2s, s2c] {
+            l.rate_bps = 6_250_000 / EV as u64;
+            l.jitter_ns = 50 * US;
+        }
+    }
+    cfg
+}
+
+fn kill_plane(cfg: &mut SimCfg, plane: usize, from: u64, to: u64) {
+    for (c2s, s2c) in cfg.paths[plane * EV..(plane + 1) * EV].iter_mut() {
+        c2s.outages.push((from, to));
+        s2c.outages.push((from, to));
+    }
+}
+
+fn describe(sim: &Sim) -> String {
+    let mut s = format!(
+        "seed {} t={}ms net {:?}\n",
+        sim.cfg.seed,
+        sim.now / MS,
+        sim.net
+    );
+    for n in &sim.nodes {
+        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
+        for (i, p) in n.conn.paths().iter() {
+            s += &format!(
+                "  path {i} {:?} inflight {} {:?}\n",
+                p.state(),
+                p.inflight(),
+                p.counters()
+            );
+        }
+    }
+    s
+}
+
+fn assert_clean(sim: &Sim, finished: bool) {
+    let problems = sim.check_delivery();
+    assert!(
+        finished && problems.is_empty(),
+        "finished={finished} problems={problems:#?}\n{}",
+        describe(sim)
+    );
+}
+
+fn send_mib(sim: &mut Sim, mib: usize) {
+    for i in 0..mib * 16 {
+        sim.queue_message(0, vec![i as u8; 64 << 10]);
+    }
+}
+
+#[test]
+fn stalled_hosts_keep_every_plane_up() {
+    for seed in 0..8 {
+        let mut cfg = planes(seed, 4);
+        cfg.stalls = Some((20 * MS, 15 * MS));
+        let mut sim = Sim::new(cfg);
+        send_mib(&mut sim, 4);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        for n in &sim.nodes {
+            for (i, p) in n.conn.paths().iter() {
+                assert_ne!(p.state(), PathState::Failed, "path {i}\n{}", describe(&sim));
+            }
+        }
+    }
+}
+
+#[test]
+fn plane_dies_mid_transfer() {
+    for seed in 0..8 {
+        let mut cfg = planes(seed, 4);
+        kill_plane(&mut cfg, 1, 100 * MS, u64::MAX);
+        if seed % 2 == 1 {
+            cfg.stalls = Some((20 * MS, 10 * MS));
+        }
+        let mut sim = Sim::new(cfg);
+        send_mib(&mut sim, 4);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        for (i, p) in sim.nodes[0].conn.paths().iter() {
+            let dead = i / EV == 1;
+            assert_eq!(
+                p.state() == PathState::Failed,
+                dead,
+                "path {i}\n{}",
+                describe(&sim)
+            );
+        }
+    }
+}
+
+#[test]
+fn every_plane_down_for_two_seconds_then_back() {
+    let mut cfg = planes(3, 4);
+    for plane in 0..4 {
+        kill_plane(&mut cfg, plane, 100 * MS, 2100 * MS);
+    }
+    let mut sim = Sim::new(cfg);
+    send_mib(&mut sim, 4);
+    let done = sim.run();
+    assert_clean(&sim, done);
+    assert!(sim.now > 2100 * MS, "{}", describe(&sim));
+}
+
+#[test]
+fn every_plane_down_past_the_user_timeout() {
+    let mut cfg = planes(4, 2);
+    cfg.conn.user_timeout_ns = 3 * SEC;
+    for plane in 0..2 {
+        kill_plane(&mut cfg, plane, 100 * MS, u64::MAX);
+    }
+    let mut sim = Sim::new(cfg);
+    send_mib(&mut sim, 4);
+    let failed = sim.run_until(|s| matches!(s.nodes[0].conn.state(), State::Closed(_)));
+    assert!(failed, "{}", describe(&sim));
+    assert_eq!(sim.nodes[0].conn.error(), Some(ConnError::TimedOut));
+    // Heard from last a little after 100 ms; fails 3 s after that, not much later.
+    assert!(
+        sim.now >= 3 * SEC && sim.now <= 3300 * MS,
+        "failed at {} ms",
+        sim.now / MS
+    );
+}
+
+#[test]
+fn idle_connection_probes_slowly_and_keeps_nothing_in_flight() {
+    let mut cfg = planes(5, 4);
+    cfg.close_when_done = false;
+    let mut sim = Sim::new(cfg);
+    send_mib(&mut sim, 1);
+    let t0 = 2 * SEC;
+    sim.run_until(|s| s.now >= t0);
+    assert_eq!(sim.nodes[1].received.len(), 16, "{}", describe(&sim));
+    let before: Vec<u32> = sim.nodes[0]
+        .conn
+        .paths()
+        .iter()
+        .map(|(_, p)| p.counters().probes_sent)
+        .collect();
+    sim.run_until(|s| s.now >= t0 + 10 * SEC);
+    for n in &sim.nodes {
+        for (i, p) in n.conn.paths().iter() {
+            assert_eq!(p.inflight(), 0, "path {i}\n{}", describe(&sim));
+            assert_eq!(p.state(), PathState::Active, "path {i}\n{}", describe(&sim));
+        }
+    }
+    for ((i, p), b) in sim.nodes[0].conn.paths().iter().zip(before) {
+        let probes = p.counters().probes_sent - b;
+        assert!(probes <= 11, "path {i}: {probes} probes in 10 idle seconds");
+    }
+    assert!(sim.nodes[0].conn.error().is_none());
+}
+
+/// Total probes missed over a node's paths.
+fn misses(sim: &Sim, node: usize) -> u32 {
+    sim.nodes[node]
+        .conn
+        .paths()
+        .iter()
+        .map(|(_, p)| p.counters().probes_missed)
+        .sum()
+}
+
+#[test]
+fn slow_reader_is_not_a_path_failure() {
+    for seed in 0..4 {
+        let mut cfg = planes(seed, 4);
+        cfg.reader_delay_ns = 20 * MS;
+        cfg.conn.rcvbuf = 256 << 10;
+        let mut sim = Sim::new(cfg);
+        send_mib(&mut sim, 4);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        assert_eq!(misses(&sim, 0), 0, "{}", describe(&sim));
+        let (c, r) = (sim.nodes[0].conn.stats(), sim.nodes[1].conn.stats());
+        assert_eq!(c.path_losses, 0, "{}", describe(&sim));
+        // Only window probes, and their resends after a timeout, go beyond the window.
+        assert!(
+            r.rcv_dropped <= c.window_probes + c.rto_losses,
+            "{c:?} {r:?}"
+        );
+    }
+}
+
+#[test]
+fn slow_reader_on_stalled_hosts_keeps_every_plane() {
+    for seed in 0..4 {
+        let mut cfg = planes(seed, 4);
+        cfg.reader_delay_ns = 20 * MS;
+        cfg.conn.rcvbuf = 256 << 10;
+        cfg.stalls = Some((20 * MS, 10 * MS));
+        let mut sim = Sim::new(cfg);
+        send_mib(&mut sim, 4);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        for (i, p) in sim.nodes[0].conn.paths().iter() {
+            assert_ne!(p.state(), PathState::Failed, "path {i}\n{}", describe(&sim));
+        }
+    }
+}
