@@ -100,6 +100,11 @@ use super::mrc_proto::{
 };
 
 /// Packets in flight one connection tracks per direction: what one SACK bitmap describes.
+///
+/// The receiver keeps payloads from the first packet of the message it is reassembling
+/// (`msg_first`, at most the cumulative ack) and accepts packets below `msg_first + WINDOW`
+/// only, so the glue can hold payloads in a ring of `WINDOW` slots indexed by `seq % WINDOW`.
+/// The sender, which knows where the message at its cumulative ack began, sends no further.
 pub const WINDOW: usize = MAX_SACK_BITS;
 
 /// [`WINDOW`] as a sequence number distance.
@@ -1024,10 +1029,18 @@ impl Conn {
     /// Returns how many message bytes [`Conn::send_message`] would accept now (zero if the
     /// message queue is full); for `EPOLLOUT`.
     pub fn send_space(&self) -> u64 {
-        if self.msgq_len >= MSG_QUEUE {
+        if self.msg_ring_full() {
             return 0;
         }
         u64::from(self.cfg.sndbuf).saturating_sub(self.snd_buffered)
+    }
+
+    /// Whether [`MSG_QUEUE`] messages are accepted and not yet acknowledged: the ids of
+    /// unacknowledged messages always fit one ring of that size, so the glue can keep their
+    /// bytes in a ring indexed by `id % MSG_QUEUE` until [`Conn::acked_msgs`] passes them.
+    fn msg_ring_full(&self) -> bool {
+        self.msgq_len >= MSG_QUEUE
+            || self.next_msg_id.saturating_sub(self.acked_msgs) >= MSG_QUEUE as u64
     }
 
     /// Returns whether every message accepted has been acknowledged (and the FIN, if sent).
@@ -1346,7 +1359,7 @@ impl Conn {
         let fits = self.snd_buffered.saturating_add(u64::from(len)) <= u64::from(self.cfg.sndbuf);
         // An empty buffer takes any message that passed the size check, so a send buffer
         // smaller than the largest message cannot block forever.
-        if self.msgq_len >= MSG_QUEUE || !(fits || self.snd_buffered == 0) {
+        if self.msg_ring_full() || !(fits || self.snd_buffered == 0) {
             return Err(SendError::WouldBlock);
         }
         let idx = self.msgq_head.wrapping_add(self.msgq_len) % MSG_QUEUE;
@@ -1701,7 +1714,23 @@ impl Conn {
     }
 
     fn ring_full(&self) -> bool {
-        self.snd_nxt.saturating_sub(self.snd_una) >= WINDOW_SEQ
+        self.snd_nxt.saturating_sub(self.peer_hold_base()) >= WINDOW_SEQ
+    }
+
+    /// Returns the first sequence number of the message at the cumulative ack: the peer keeps
+    /// the payloads of an incomplete message, so its ring starts there (see [`WINDOW`]).
+    fn peer_hold_base(&self) -> u64 {
+        if self.snd_una >= self.snd_nxt {
+            return self.snd_una;
+        }
+        let slot = self
+            .send
+            .get(slot_of(self.snd_una))
+            .copied()
+            .unwrap_or_default();
+        // Every fragment but a message's last carries exactly `max_payload` bytes.
+        let before = u64::from(slot.offset) / u64::from(self.cfg.max_payload().max(1));
+        self.snd_una.saturating_sub(before)
     }
 
     fn build_new_data(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
@@ -2169,7 +2198,8 @@ impl Conn {
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
             return Input::Dropped(DropReason::Duplicate);
         }
-        if seq >= self.rcv_nxt.saturating_add(WINDOW_SEQ) || (fin && seq < self.rcv_high) {
+        // Payloads are held from the start of the message being reassembled (see [`WINDOW`]).
+        if seq >= self.msg_first.saturating_add(WINDOW_SEQ) || (fin && seq < self.rcv_high) {
             self.ack_now = true;
             self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
             return Input::Dropped(DropReason::OutOfWindow);

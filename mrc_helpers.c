@@ -92,6 +92,18 @@ u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockl
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
 int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len) { return memcpy_from_msg(data, msg, len); }
 void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
+void mrc_skb_list_init(struct sk_buff_head *list) { __skb_queue_head_init(list); }
+void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb) { __skb_queue_tail(list, skb); }
+
+/* Appends a private list to a queue under the queue's lock, all at once. */
+void mrc_skb_queue_splice_tail(struct sk_buff_head *list, struct sk_buff_head *q)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	skb_queue_splice_tail_init(list, q);
+	spin_unlock_irqrestore(&q->lock, flags);
+}
 u64 mrc_sock_cookie(const struct sock *sk) { return atomic64_read(&sk->sk_cookie); }
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net) { return genl_has_listeners(family, net, 0); }
 struct sk_buff *mrc_genlmsg_new_atomic(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_ATOMIC); }

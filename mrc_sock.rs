@@ -425,10 +425,13 @@ impl Session {
 
     /// Moves the packets of a complete message to the receive queue.
     fn deliver(&mut self, sk: &Sock, first: u64, last: u64, len: u32) {
-        let mut seq = first;
-        while seq <= last {
-            let slot = self.rx.get_mut((seq % WINDOW as u64) as usize);
-            if let Some(mut skb) = slot.and_then(|s| s.take()) {
+        let rx = &mut self.rx;
+        sk.queue_all(|queue| {
+            for seq in first..=last {
+                let slot = rx.get_mut((seq % WINDOW as u64) as usize);
+                let Some(mut skb) = slot.and_then(|s| s.take()) else {
+                    continue;
+                };
                 let cb = skb.cb_mut();
                 let mut flags = 0;
                 if seq == first {
@@ -443,10 +446,9 @@ impl Session {
                 if let Some(f) = cb.get_mut(CB_FLAGS) {
                     *f = flags;
                 }
-                sk.queue_tail(skb);
+                queue(skb);
             }
-            seq += 1;
-        }
+        });
     }
 }
 
@@ -691,7 +693,7 @@ pub(crate) fn syn_received(sk: &Sock, skb: SkBuff) -> bool {
         }
         inner.children += 1;
     }
-    sk.queue_tail(skb);
+    sk.queue_all(|queue| queue(skb));
     sk.queue_work();
     true
 }
@@ -1166,6 +1168,9 @@ pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
     let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
     let mut result: Result<i32> = Err(EAGAIN);
     let waited = guard.wait(&mut timeo, || {
+        if result != Err(EAGAIN) {
+            return true;
+        }
         result = with_conn(sk, |inner, _| {
             let Some(s) = inner.sess.as_deref_mut() else {
                 return Err(err::not_connected());

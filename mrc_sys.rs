@@ -1112,10 +1112,22 @@ impl Sock {
         unsafe { ptr::addr_of_mut!((*self.as_ptr()).sk_receive_queue) }
     }
 
-    /// Appends a packet to the receive queue (which has its own lock).
-    pub(crate) fn queue_tail(&self, skb: SkBuff) {
-        // SAFETY: the queue is valid; it takes ownership of the packet.
-        unsafe { bindings::skb_queue_tail(self.receive_queue(), skb.into_raw()) };
+    /// Appends the packets `fill` hands over to the receive queue at once,
+    /// so that a reader, which takes the queue's lock only, never sees part
+    /// of them.
+    pub(crate) fn queue_all(&self, fill: impl FnOnce(&mut dyn FnMut(SkBuff))) {
+        let mut list = MaybeUninit::<bindings::sk_buff_head>::uninit();
+        let lp = list.as_mut_ptr();
+        // SAFETY: initialises the private list head in place; it stays in
+        // this frame and is never moved.
+        unsafe { bindings::mrc_skb_list_init(lp) };
+        fill(&mut |skb| {
+            // SAFETY: the list is initialised and private to this call; it
+            // takes ownership of the packet.
+            unsafe { bindings::mrc_skb_list_tail(lp, skb.into_raw()) }
+        });
+        // SAFETY: the queue is valid; the list is left empty and owns nothing.
+        unsafe { bindings::mrc_skb_queue_splice_tail(lp, self.receive_queue()) };
     }
 
     /// Removes the first packet of the receive queue.
@@ -1320,7 +1332,7 @@ impl SockGuard<'_> {
             // SAFETY: `entry` lives on this stack frame until `finish_wait`
             // removed it from the queue; the socket's wait queue outlives the
             // wait since the caller holds the socket.
-            unsafe {
+            let done = unsafe {
                 let wq = bindings::mrc_sk_sleep(sk);
                 bindings::init_wait_entry(entry.as_mut_ptr(), 0);
                 bindings::prepare_to_wait(
@@ -1328,12 +1340,21 @@ impl SockGuard<'_> {
                     entry.as_mut_ptr(),
                     bindings::TASK_INTERRUPTIBLE as _,
                 );
-                if !ready() {
+                // Checked again once on the queue, so a wakeup between the
+                // first check and here is not lost.
+                let done = ready();
+                if !done {
                     bindings::release_sock(sk);
                     *timeo = bindings::schedule_timeout(*timeo);
                     bindings::mrc_lock_sock(sk);
                 }
                 bindings::finish_wait(wq, entry.as_mut_ptr());
+                done
+            };
+            // `ready` may act (send a message, say): once it returned true it
+            // must not run again.
+            if done {
+                return Ok(());
             }
         }
     }

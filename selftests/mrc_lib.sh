@@ -84,6 +84,25 @@ mrc_veth_pair() {
 	ip -n "$2" link set veth-b up
 }
 
+# mrc_require_perf: sets PERF to the mrc-perf binary, or fails the test.
+mrc_require_perf() {
+	PERF=${MRC_PERF:-$MRC_DIR/tools/target/release/mrc-perf}
+	[ -x "$PERF" ] || { mrc_fail "mrc-perf not built (make tools)"; mrc_exit; }
+}
+
+# mrc_json_field FILE EXPR: evaluates a Python expression over the JSON
+# document in FILE (bound to d); prints the result or "none".
+mrc_json_field() {
+	$MRC_PY - "$1" "$2" <<'PY'
+import json, sys
+try:
+    d = json.loads(open(sys.argv[1]).readline())
+    print(eval(sys.argv[2], {"d": d}))
+except Exception as e:
+    print("none")
+PY
+}
+
 # mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS.
 mrc_stat() {
 	ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc

@@ -14,8 +14,7 @@
 mrc_require_root
 mrc_load || exit $KSFT_FAIL
 
-PERF=${MRC_PERF:-$MRC_DIR/tools/target/release/mrc-perf}
-[ -x "$PERF" ] || { mrc_fail "mrc-perf not built (make tools)"; mrc_exit; }
+mrc_require_perf
 tmp=$(mktemp -d)
 
 mrc_netns_add A

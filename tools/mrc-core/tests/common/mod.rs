@@ -494,6 +494,17 @@ impl Sim {
                     self.violations.push("Store for a non-DATA packet".into());
                     return;
                 };
+                // The kernel holds payloads in a ring of WINDOW slots by `seq % WINDOW`.
+                let w = mrc_conn::WINDOW as u64;
+                if let Some(other) = node
+                    .rx_store
+                    .keys()
+                    .find(|&&k| k != seq && k % w == seq % w)
+                {
+                    self.violations.push(format!(
+                        "node {to}: seq {seq} would overwrite the payload of seq {other} in the ring"
+                    ));
+                }
                 if node.rx_store.insert(seq, payload.to_vec()).is_some() {
                     self.violations
                         .push(format!("node {to}: seq {seq} stored twice"));
@@ -557,12 +568,23 @@ impl Sim {
         let close_when_done = self.cfg.close_when_done;
         {
             let node = &mut self.nodes[i];
+            let acked = node.conn.acked_msgs();
+            while node.unacked.front().is_some_and(|(id, _)| *id < acked) {
+                node.unacked.pop_front();
+            }
             while let Some(msg) = node.app_queue.front() {
                 match node.conn.send_message(msg.len() as u32) {
                     Ok(id) => {
                         let msg = node.app_queue.pop_front().unwrap_or_default();
                         node.sent.push(Digest::of(&msg));
                         node.unacked.push_back((id, msg));
+                        // The kernel keeps message bytes in a ring of MSG_QUEUE slots by id.
+                        if node.unacked.len() > mrc_conn::MSG_QUEUE {
+                            self.violations.push(format!(
+                                "node {i}: {} messages unacknowledged, more than MSG_QUEUE",
+                                node.unacked.len()
+                            ));
+                        }
                     }
                     Err(_) => break,
                 }

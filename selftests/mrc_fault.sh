@@ -1,0 +1,97 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Faults mid-transfer between two namespaces joined by a veth pair:
+# - the server process is killed: its socket closes with unread data and
+#   answers with RST, and the client fails with ECONNRESET at once;
+# - the link goes down for 2 s, less than the user timeout: the transfer
+#   resumes and completes intact;
+# - the link is deleted: nothing answers any more, and the client fails
+#   with ETIMEDOUT one user timeout (set to 3 s with mrc-status) after the
+#   last progress.
+
+. "$(dirname "$0")/mrc_lib.sh"
+mrc_require_root
+mrc_load || exit $KSFT_FAIL
+mrc_require_perf
+tmp=$(mktemp -d)
+
+mrc_netns_add A
+mrc_netns_add B
+mrc_veth_pair "$A" "$B"
+
+# errs: the tools' error output, as comments.
+errs() {
+	cat "$tmp/cli.err" "$tmp/srv.err" | grep -v listening | sed 's/^/# /'
+}
+
+# start BYTES: a server in A and a client in B, in the background.
+start() {
+	ip netns exec "$A" "$PERF" server --proto mrc --addr 10.77.0.1 --port 9000 \
+		--timeout 120 --json >"$tmp/srv.json" 2>"$tmp/srv.err" &
+	spid=$!
+	ip netns exec "$B" "$PERF" client --proto mrc --addr 10.77.0.1 --port 9000 \
+		--bytes "$1" --retry-ms 20000 --timeout 120 --json \
+		>"$tmp/cli.json" 2>"$tmp/cli.err" &
+	cpid=$!
+	# Transferring: the server has received something.
+	mrc_wait_for 60 test "$(mrc_stat "$A" rx_bytes)" -gt $((rx0 + (1 << 20)))
+}
+
+# Peer killed.
+rx0=$(mrc_stat "$A" rx_bytes)
+start $((1 << 30))
+kill -9 $spid
+t0=$SECONDS
+wait $cpid
+crc=$?
+dt=$((SECONDS - t0))
+wait $spid 2>/dev/null
+mrc_check "peer killed: client fails with ECONNRESET" "rc=1 errno=104" \
+	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
+mrc_check "peer killed: client told within 5 s (took $dt s)" 1 $((dt <= 5))
+mrc_wait_for 20 test "$(mrc_stat "$B" conns)" = 0
+mrc_check "peer killed: no connection left" 0 $?
+
+# Link down for 2 s, then back.
+ip netns exec "$B" "$MRC_STATUS" set user-timeout-ms 10000
+rx0=$(mrc_stat "$A" rx_bytes)
+start $((24 << 20))
+ip -n "$B" link set veth-b down
+sleep 2
+ip -n "$B" link set veth-b up
+wait $cpid
+crc=$?
+wait $spid
+src=$?
+errs
+sha_s=$(mrc_json_field "$tmp/srv.json" 'd["sha256"]')
+sha_c=$(mrc_json_field "$tmp/cli.json" 'd["sha256"]')
+mrc_check "link down 2 s: transfer completes intact" "0 0 ok" \
+	"$crc $src $([ "$sha_s" = "$sha_c" ] && [ "$sha_s" != none ] && echo ok || echo "$sha_s != $sha_c")"
+
+# Link deleted.
+ip netns exec "$B" "$MRC_STATUS" set user-timeout-ms 3000
+ip netns exec "$A" "$MRC_STATUS" set user-timeout-ms 3000
+rx0=$(mrc_stat "$A" rx_bytes)
+start $((1 << 30))
+ip -n "$B" link del veth-b
+t0=$SECONDS
+wait $cpid
+crc=$?
+dt=$((SECONDS - t0))
+errs
+mrc_check "link deleted: client fails with ETIMEDOUT" "rc=1 errno=110" \
+	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
+mrc_check "link deleted: after the 3 s user timeout, within 8 s (took $dt s)" 1 \
+	$((dt >= 2 && dt <= 8))
+wait $spid
+src=$?
+mrc_check "link deleted: server fails with ETIMEDOUT" "rc=1 errno=110" \
+	"rc=$src errno=$(mrc_json_field "$tmp/srv.json" 'd["errno"]')"
+
+rm -rf "$tmp"
+mrc_cleanup
+mrc_wait_for 20 rmmod mrc
+mrc_check "rmmod" 0 $?
+mrc_exit
