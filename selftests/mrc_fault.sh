@@ -56,7 +56,7 @@ mrc_check "peer killed: no connection left" 0 $?
 # Link down for 2 s, then back.
 ip netns exec "$B" "$MRC_STATUS" set user-timeout-ms 10000
 rx0=$(mrc_stat "$A" rx_bytes)
-start $((24 << 20))
+start $((8 << 20))
 ip -n "$B" link set veth-b down
 sleep 2
 ip -n "$B" link set veth-b up

@@ -94,6 +94,21 @@ mrc_check "every plane carries at least 10% of the bytes ($shares %)" 1 $((low >
 
 run "plane 2 down after 5 s" 5
 mrc_check "plane down mid-transfer: data intact" "intact=True" "$(echo "$out" | cut -d' ' -f1)"
+# mrc-status monitor saw the connection come and go, and plane 2's paths
+# (local 10.80.2.2) fail: path ids 1 + 4 * plane index + EV, so 5..8.
+ev=$($MRC_PY - "$tmp/events" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+kinds = {e["event"] for e in ev}
+failed = sorted({e["path_id"] for e in ev if e["event"] == "path_state_change"
+                 and e["new_state"] == "failed"})
+print("established" if "conn_established" in kinds else "no-established",
+      "closed" if "conn_closed" in kinds else "no-closed",
+      "plane2-failed" if set(range(5, 9)) <= set(failed) else f"failed={failed}")
+PY
+)
+mrc_check "monitor: connection events and plane 2's paths failed" \
+	"established closed plane2-failed" "$ev"
 ip netns exec "$B" "$MRC_STATUS" --json conns >"$tmp/conns.json" 2>&1
 
 rm -rf "$tmp"
