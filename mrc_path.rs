@@ -86,6 +86,20 @@ pub enum PathState {
     Failed,
 }
 
+/// Why a path last changed state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StateReason {
+    /// The path is new and has not changed state.
+    #[default]
+    Unspec,
+    /// `loss_burst` losses in a row with no acknowledgement between them.
+    LossBurst,
+    /// A probe, or the heartbeat of a busy path, went unanswered.
+    ProbeTimeout,
+    /// A probe was answered.
+    ProbeAnswered,
+}
+
 /// Identity of a path on the wire.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PathIds {
@@ -229,6 +243,7 @@ pub struct Path {
     ids: PathIds,
     state: PathState,
     prev_state: PathState,
+    reason: StateReason,
     backup: bool,
     weight: u8,
     missed_probes: u8,
@@ -256,6 +271,7 @@ impl Path {
             ids,
             state: PathState::Active,
             prev_state: PathState::Active,
+            reason: StateReason::Unspec,
             backup,
             weight: WEIGHT_DEFAULT,
             missed_probes: 0,
@@ -275,6 +291,11 @@ impl Path {
             counters: PathCounters::default(),
             cc: Cc::new(cfg.cc, cfg.mss),
         }
+    }
+
+    /// Returns why the path last changed state.
+    pub fn state_reason(&self) -> StateReason {
+        self.reason
     }
 
     /// Returns the path's wire identity.
@@ -371,12 +392,13 @@ impl Path {
         self.inflight.saturating_add(u64::from(bytes)) <= u64::from(self.cc.cwnd())
     }
 
-    fn set_state(&mut self, now_ns: u64, to: PathState) -> Option<Transition> {
+    fn set_state(&mut self, now_ns: u64, to: PathState, why: StateReason) -> Option<Transition> {
         if self.state == to {
             return None;
         }
         let from = self.state;
         self.prev_state = from;
+        self.reason = why;
         self.state = to;
         self.state_since_ns = now_ns;
         self.consecutive_losses = 0;
@@ -774,7 +796,7 @@ impl PathTable {
         }
         p.consecutive_losses = p.consecutive_losses.saturating_add(1);
         if p.consecutive_losses >= cfg.loss_burst.max(1) && active > usize::from(cfg.min_active) {
-            return p.set_state(now_ns, PathState::Suspect);
+            return p.set_state(now_ns, PathState::Suspect, StateReason::LossBurst);
         }
         None
     }
@@ -809,7 +831,7 @@ impl PathTable {
         p.probe_outstanding = false;
         p.missed_probes = 0;
         p.consecutive_losses = 0;
-        p.set_state(now_ns, PathState::Active)
+        p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered)
     }
 
     /// Returns when the path next needs the failure detector's attention.
@@ -898,7 +920,10 @@ impl PathTable {
                 }
             }
             let from = p.state;
-            if p.set_state(now_ns, next).is_some() {
+            // Only a miss moves a path here; otherwise `next` is its state.
+            if p.set_state(now_ns, next, StateReason::ProbeTimeout)
+                .is_some()
+            {
                 out.changed.insert(idx);
                 if from == PathState::Active {
                     active = active.saturating_sub(1);

@@ -45,7 +45,7 @@ use kernel::prelude::*;
 
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
 use crate::mrc_net::MrcNet;
-use crate::mrc_path::{PathIds, PathState, MAX_PATHS};
+use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, GenlMsg, IpAddr, MrcAddr, Msg, SkBuff,
@@ -395,10 +395,11 @@ impl Session {
                 continue;
             }
             let old = core::mem::replace(last, new);
-            let reason = if new == PathState::Active {
-                nl::MRC_PATH_STATE_REASON_PROBE_ANSWERED
-            } else {
-                nl::MRC_PATH_STATE_REASON_UNSPEC
+            let reason = match p.state_reason() {
+                StateReason::Unspec => nl::MRC_PATH_STATE_REASON_UNSPEC,
+                StateReason::LossBurst => nl::MRC_PATH_STATE_REASON_LOSS_BURST,
+                StateReason::ProbeTimeout => nl::MRC_PATH_STATE_REASON_PROBE_TIMEOUT,
+                StateReason::ProbeAnswered => nl::MRC_PATH_STATE_REASON_PROBE_ANSWERED,
             };
             sk.notify(nl::MRC_CMD_PATH_STATE_CHANGE, |m| {
                 m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;

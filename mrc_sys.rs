@@ -1898,6 +1898,10 @@ pub(crate) mod nl {
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_UNSPEC;
     pub(crate) const MRC_PATH_STATE_REASON_PROBE_ANSWERED: u32 =
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_PROBE_ANSWERED;
+    pub(crate) const MRC_PATH_STATE_REASON_LOSS_BURST: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_LOSS_BURST;
+    pub(crate) const MRC_PATH_STATE_REASON_PROBE_TIMEOUT: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_PROBE_TIMEOUT;
     /// Connection states.
     pub(crate) const MRC_CONN_STATE_IDLE: u32 = super::bindings::mrc_conn_state_MRC_CONN_STATE_IDLE;
     pub(crate) const MRC_CONN_STATE_SYN_SENT: u32 =

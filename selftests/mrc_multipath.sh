@@ -101,13 +101,13 @@ import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 kinds = {e["event"] for e in ev}
 failed = sorted({e["path_id"] for e in ev if e["event"] == "path_state_change"
-                 and e["new_state"] == "failed"})
+                 and e["new_state"] == "failed" and e["reason"] == "probe_timeout"})
 print("established" if "conn_established" in kinds else "no-established",
       "closed" if "conn_closed" in kinds else "no-closed",
       "plane2-failed" if set(range(5, 9)) <= set(failed) else f"failed={failed}")
 PY
 )
-mrc_check "monitor: connection events and plane 2's paths failed" \
+mrc_check "monitor: connection events and plane 2's paths failed (probe timeout)" \
 	"established closed plane2-failed" "$ev"
 ip netns exec "$B" "$MRC_STATUS" --json conns >"$tmp/conns.json" 2>&1
 

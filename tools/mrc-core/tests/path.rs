@@ -3,8 +3,8 @@
 
 use mrc_core::mrc_cc::{CcKind, CongestionControl};
 use mrc_core::mrc_path::{
-    Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, TickResult, Transition,
-    MAX_PATHS, WEIGHT_DEFAULT,
+    Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, StateReason, TickResult,
+    Transition, MAX_PATHS, WEIGHT_DEFAULT,
 };
 
 const US: u64 = 1_000;
@@ -293,6 +293,7 @@ fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
     let p = t.get(0).unwrap();
     assert_eq!(p.state(), PathState::Failed);
     assert_eq!(p.prev_state(), PathState::Suspect);
+    assert_eq!(p.state_reason(), StateReason::ProbeTimeout);
     assert_eq!(
         changes,
         vec![
@@ -350,6 +351,7 @@ fn probe_ack_returns_suspect_and_failed_to_active() {
         })
     );
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
+    assert_eq!(t.get(0).unwrap().state_reason(), StateReason::ProbeAnswered);
     // Busy and silent again: Failed this time.
     t.on_sent(0, 2 * MS, 1000, false);
     ack_on(&mut t, 1, 2 * MS + 10);
@@ -406,6 +408,7 @@ fn loss_burst_makes_suspect_and_acks_reset_the_count() {
         (tr.from, tr.to, tr.at_ns),
         (PathState::Active, PathState::Suspect, 25)
     );
+    assert_eq!(t.get(0).unwrap().state_reason(), StateReason::LossBurst);
     // Suspect wants a probe at once.
     assert_eq!(t.next_timer(30), Some(30));
     let r = t.on_tick(30);
