@@ -16,7 +16,8 @@
 //! - [`PathState::Suspect`]: a loss burst or a missed heartbeat; carries no
 //!   new data and is probed at once, then again each time a probe times out.
 //! - [`PathState::Failed`]: `miss_threshold` probes in a row went unanswered;
-//!   probed with exponential backoff.
+//!   probed with exponential backoff, and no more often than an idle path
+//!   while the connection has nothing in flight.
 //!
 //! Any answered probe makes a path Active again. A busy path (bytes in flight)
 //! proves it is alive with its acknowledgements and with any other packet of
@@ -29,7 +30,10 @@
 //! outstanding and every `heartbeat_idle_ns` otherwise. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
-//! Failed about 2 ms later.
+//! Failed about 2 ms later. The idle heartbeat is 10 s (SCTP's is 30 s): an
+//! idle connection has nobody waiting on its paths, a path that died
+//! meanwhile is found within milliseconds once data flows again, and a host
+//! with thousands of idle connections is not kept busy answering probes.
 //!
 //! The probe timeout is the path's srtt + 4 * rttvar within configured
 //! bounds; the upper bound yields to twice the srtt, since a path with a deep
@@ -143,12 +147,12 @@ pub struct PathConfig {
 }
 
 impl PathConfig {
-    /// The defaults: 1 ms heartbeat while busy, 1 s while idle, Failed after three misses.
+    /// The defaults: 1 ms heartbeat while busy, 10 s while idle, Failed after three misses.
     pub const DEFAULT: PathConfig = PathConfig {
         cc: CcKind::Delay,
         mss: 1400,
         heartbeat_busy_ns: 1_000_000,
-        heartbeat_idle_ns: 1_000_000_000,
+        heartbeat_idle_ns: 10_000_000_000,
         miss_threshold: 3,
         loss_burst: 3,
         min_active: 1,
@@ -533,6 +537,7 @@ fn table_fields_are_initialised(t: &PathTable) {
         cfg: _,
         slots: _,
         len: _,
+        end: _,
     } = t;
 }
 
@@ -545,6 +550,9 @@ pub struct PathTable {
     cfg: PathConfig,
     slots: [Option<Path>; MAX_PATHS],
     len: usize,
+    /// One past the highest slot in use: scans stop here, so a connection
+    /// with a few paths does not walk all `MAX_PATHS` slots on every packet.
+    end: usize,
 }
 
 impl PathTable {
@@ -579,6 +587,7 @@ impl PathTable {
                 slots.add(i).write(None);
             }
             addr_of_mut!((*p).len).write(0);
+            addr_of_mut!((*p).end).write(0);
             slot.assume_init_mut()
         }
     }
@@ -598,6 +607,7 @@ impl PathTable {
             .find(|(_, s)| s.is_none())?;
         *slot = Some(Path::new(now_ns, ids, backup, &cfg));
         self.len = self.len.saturating_add(1);
+        self.end = self.end.max(idx.saturating_add(1));
         Some(idx)
     }
 
@@ -607,6 +617,9 @@ impl PathTable {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 self.len = self.len.saturating_sub(1);
+                while self.end > 0 && matches!(self.slots.get(self.end - 1), Some(None)) {
+                    self.end -= 1;
+                }
                 true
             }
             _ => false,
@@ -642,6 +655,8 @@ impl PathTable {
     /// Iterates over `(index, path)` in ascending index order.
     pub fn iter(&self) -> impl Iterator<Item = (PathIdx, &Path)> + '_ {
         self.slots
+            .get(..self.end)
+            .unwrap_or(&[])
             .iter()
             .enumerate()
             .filter_map(|(i, s)| s.as_ref().map(|p| (i, p)))
@@ -857,6 +872,11 @@ impl PathTable {
                 p.last_heard_ns.max(p.last_probe_ns).saturating_add(hb)
             }
             PathState::Suspect => 0,
+            // Nothing waits for a failed path of an idle connection: probing
+            // it more often than an idle path would only load both hosts.
+            PathState::Failed if !busy => p
+                .last_probe_ns
+                .saturating_add(self.failed_interval(p).max(self.cfg.heartbeat_idle_ns)),
             PathState::Failed => p.last_probe_ns.saturating_add(self.failed_interval(p)),
         }
     }
@@ -872,7 +892,7 @@ impl PathTable {
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
-        for idx in 0..MAX_PATHS {
+        for idx in 0..self.end {
             let Some(p) = self.get(idx) else {
                 continue;
             };

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Seeded simulations of one connection over several planes: host stalls, a plane dying
-//! mid-transfer, every plane down for a while and past the user timeout, idle probe load.
+//! mid-transfer, every plane down for a while and past the user timeout, idle probe load,
+//! failed paths of an idle connection.
 
 mod common;
 
@@ -215,4 +216,41 @@ fn slow_reader_on_stalled_hosts_keeps_every_plane() {
             assert_ne!(p.state(), PathState::Failed, "path {i}\n{}", describe(&sim));
         }
     }
+}
+
+#[test]
+fn idle_connection_probes_failed_paths_slowly() {
+    // Every plane of an idle connection goes down for 10 s: its paths fail,
+    // and while nothing is in flight they are probed at the idle heartbeat,
+    // not at the busy backoff's 100 ms cap.
+    let mut cfg = planes(6, 2);
+    cfg.close_when_done = false;
+    kill_plane(&mut cfg, 0, 3 * SEC, 13 * SEC);
+    kill_plane(&mut cfg, 1, 3 * SEC, 13 * SEC);
+    let mut sim = Sim::new(cfg);
+    send_mib(&mut sim, 1);
+    sim.run_until(|s| s.now >= 3 * SEC);
+    assert_eq!(sim.nodes[1].received.len(), 16, "{}", describe(&sim));
+    let probes = |sim: &Sim| -> Vec<u32> {
+        sim.nodes[0]
+            .conn
+            .paths()
+            .iter()
+            .map(|(_, p)| p.counters().probes_sent)
+            .collect()
+    };
+    let before = probes(&sim);
+    sim.run_until(|s| s.now >= 13 * SEC);
+    for (i, p) in sim.nodes[0].conn.paths().iter() {
+        assert_eq!(p.state(), PathState::Failed, "path {i}\n{}", describe(&sim));
+    }
+    for (i, (a, b)) in probes(&sim).iter().zip(before).enumerate() {
+        assert!(a - b <= 14, "path {i}: {} probes in 10 s down", a - b);
+    }
+    // Back up: the connection carries data again.
+    sim.run_until(|s| s.now >= 16 * SEC);
+    send_mib(&mut sim, 1);
+    sim.run_until(|s| s.nodes[1].received.len() == 32 || s.now >= 40 * SEC);
+    assert_eq!(sim.nodes[1].received.len(), 32, "{}", describe(&sim));
+    assert!(sim.nodes[0].conn.error().is_none());
 }

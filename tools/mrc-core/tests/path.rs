@@ -145,6 +145,28 @@ fn add_remove_find_iterate() {
 }
 
 #[test]
+fn removing_the_highest_paths_keeps_the_rest_visible() {
+    // Scans stop after the highest slot in use; removals from the top move
+    // that mark down past every hole, and additions move it up again.
+    let mut t = table(6);
+    assert!(t.remove(2));
+    assert!(t.remove(5));
+    assert!(t.remove(4));
+    let seen: Vec<usize> = t.iter().map(|(i, _)| i).collect();
+    assert_eq!(seen, vec![0, 1, 3]);
+    assert_eq!(t.find(1003), Some(3));
+    assert!(t.remove(3));
+    assert_eq!(t.iter().map(|(i, _)| i).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(t.add(7, ids(40), false), Some(2));
+    assert_eq!(t.add(7, ids(41), false), Some(3));
+    assert_eq!(t.iter().map(|(i, _)| i).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert_eq!(t.find(1041), Some(3));
+    // Every path, however high its slot, is still ticked and probed.
+    let res = t.on_tick(10_000 * MS);
+    assert_eq!(res.probe.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+}
+
+#[test]
 fn init_in_place_equals_new() {
     let cfg = PathConfig {
         mss: 9000,
