@@ -1043,9 +1043,10 @@ impl Conn {
             || self.next_msg_id.saturating_sub(self.acked_msgs) >= MSG_QUEUE as u64
     }
 
-    /// Returns whether every message accepted has been acknowledged (and the FIN, if sent).
+    /// Returns whether every message accepted has been acknowledged, and the
+    /// FIN too once [`Conn::close`] has queued one.
     pub fn all_acked(&self) -> bool {
-        self.msgq_len == 0 && self.snd_una == self.snd_nxt
+        self.msgq_len == 0 && self.snd_una == self.snd_nxt && (!self.fin_queued || self.fin_acked)
     }
 
     /// Returns the receive window this end advertises now, in bytes.

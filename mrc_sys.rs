@@ -2307,17 +2307,18 @@ genl_doit!(mrc_nl_endpoint_del_doit, crate::mrc_net::genl_endpoint_del);
 genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
 genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
 
-/// `conn-get` dump: every connection of the namespace with its paths.
+/// Runs a `dumpit` handler over the dumping socket's namespace, converting
+/// its result for C.
 ///
 /// # Safety
 ///
-/// Called only by the generic netlink core for our family.
-#[no_mangle]
-unsafe extern "C" fn mrc_nl_conn_get_dumpit(
+/// `skb` and `cb` must be the message and callback of a running dump.
+unsafe fn genl_dump(
     skb: *mut bindings::sk_buff,
     cb: *mut bindings::netlink_callback,
+    handler: fn(&crate::mrc_net::MrcNet, &mut GenlDump) -> Result,
 ) -> c_int {
-    // SAFETY: the genetlink core passes a running dump's message and callback.
+    // SAFETY: the caller passes a running dump's message and callback.
     let mut dump = unsafe {
         GenlDump {
             cb: NonNull::new_unchecked(cb),
@@ -2327,39 +2328,33 @@ unsafe extern "C" fn mrc_nl_conn_get_dumpit(
     // SAFETY: as in `GenlInfo::mrc_net`; the dumping socket's namespace is
     // alive during the call.
     let net = unsafe { pernet_state(bindings::mrc_genl_dump_net(cb)) };
-    match crate::mrc_net::genl_conn_dump(net, &mut dump) {
+    match handler(net, &mut dump) {
         // Returning the length asks for another call; 0 ends the dump.
         Ok(()) => dump.len(),
         Err(e) => e.to_errno(),
     }
 }
 
-/// `dumpit` of `endpoint-get` in the generated ops table.
-///
-/// # Safety
-///
-/// Called only by the generic netlink core for our family.
-#[no_mangle]
-unsafe extern "C" fn mrc_nl_endpoint_get_dumpit(
-    skb: *mut bindings::sk_buff,
-    cb: *mut bindings::netlink_callback,
-) -> c_int {
-    // SAFETY: the genetlink core passes a running dump's message and callback.
-    let mut dump = unsafe {
-        GenlDump {
-            cb: NonNull::new_unchecked(cb),
-            skb: NonNull::new_unchecked(skb),
+macro_rules! genl_dumpit {
+    ($name:ident, $handler:path) => {
+        /// `dumpit` of the generated ops table (`netlink/mrc_nl_gen.c`).
+        ///
+        /// # Safety
+        ///
+        /// Called only by the generic netlink core for our family.
+        #[no_mangle]
+        unsafe extern "C" fn $name(
+            skb: *mut bindings::sk_buff,
+            cb: *mut bindings::netlink_callback,
+        ) -> c_int {
+            // SAFETY: the genetlink core passes a running dump's message and callback.
+            unsafe { genl_dump(skb, cb, $handler) }
         }
     };
-    // SAFETY: as in `GenlInfo::mrc_net`; the dumping socket's namespace is
-    // alive during the call.
-    let net = unsafe { pernet_state(bindings::mrc_genl_dump_net(cb)) };
-    match crate::mrc_net::genl_endpoint_dump(net, &mut dump) {
-        // Returning the length asks for another call; 0 ends the dump.
-        Ok(()) => dump.len(),
-        Err(e) => e.to_errno(),
-    }
 }
+
+genl_dumpit!(mrc_nl_conn_get_dumpit, crate::mrc_net::genl_conn_dump);
+genl_dumpit!(mrc_nl_endpoint_get_dumpit, crate::mrc_net::genl_endpoint_dump);
 
 /// Registration of the generic netlink family `mrc`.
 pub(crate) struct GenlRegistration;

@@ -6,7 +6,9 @@
 # EADDRINUSE, EINPROGRESS/EISCONN, getsockname/getpeername, EMSGSIZE,
 # MSG_DONTWAIT, MSG_PEEK, MSG_TRUNC (flag and return value), 1 MiB messages,
 # shutdown in both directions (EOF, POLLRDHUP, EPIPE), ECONNRESET from a
-# SO_LINGER 0 close, SO_RCVTIMEO, EINTR, SO_SNDBUF. IPv4 and IPv6.
+# SO_LINGER 0 close, SO_RCVTIMEO, EINTR, SO_SNDBUF, MSG_WAITALL. IPv4 and
+# IPv6. A lingering close (SO_LINGER on, non-zero timeout) waits for the
+# peer's acknowledgement of every message and the FIN.
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_require_root
@@ -30,10 +32,32 @@ for fam in 4 6; do
 	rm -f "$out"
 done
 
-# Every connection is gone once closed (TIME_WAIT is 100 ms).
-mrc_wait_for 10 test "$(mrc_stat "$A" conns)" = 0
+# SO_LINGER: close() returns once the peer has acknowledged every message
+# and the FIN. The link goes down as soon as close() returns, so the server
+# reads all the data and then EOF only if close() really waited.
+out=$(mktemp)
+ip netns exec "$A" $MRC_UTIL linger-server 10.77.0.1 5001 >"$out" 2>&1 &
+pid=$!
+mrc_wait_for 30 grep -q listening "$out"
+sent=$(ip netns exec "$B" $MRC_UTIL linger-client 10.77.0.1 5001)
+rc=$?
+ip -n "$B" link set veth-b down
+mrc_check "lingering close" 0 $rc
+wait $pid
+got=$(grep "linger got" "$out")
+ip -n "$B" link set veth-b up
+echo "# $sent"
+echo "# $got"
+sha=$(echo "$sent" | sed -n 's/.*sha256 \([0-9a-f]*\);.*/\1/p')
+mrc_check "server read every message then EOF after the lingering close" \
+	"linger got 64 msgs 4194304 bytes sha256 $sha eof" "$got"
+rm -f "$out"
+
+# Every connection is gone once closed (TIME_WAIT is 100 ms; the server's
+# FIN above may wait for a retransmission after the link came back).
+mrc_wait_for 30 test "$(mrc_stat "$A" conns)" = 0
 mrc_check "server connections gone" 0 $?
-mrc_wait_for 10 test "$(mrc_stat "$B" conns)" = 0
+mrc_wait_for 30 test "$(mrc_stat "$B" conns)" = 0
 mrc_check "client connections gone" 0 $?
 mrc_cleanup
 mrc_wait_for 20 rmmod mrc

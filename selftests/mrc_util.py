@@ -7,6 +7,7 @@ exactly, and exits non-zero when a system call does not behave as asserted.
 """
 import argparse
 import ctypes
+import hashlib
 import errno
 import os
 import select
@@ -385,6 +386,11 @@ def cmd_api_client(args):
     n = s.recv_into(buf, 10, socket.MSG_TRUNC)
     ck.check("recv(MSG_TRUNC) returns the real length", (n, bytes(buf)), (5000, b"c" * 10))
     ck.check("1 MiB message intact", s.recv(MRC_MAX_MSG + 1), bytes(range(256)) * 4096)
+    # SEQPACKET: MSG_WAITALL still returns one message, never joins two.
+    s.send(b"first")
+    s.send(b"second")
+    ck.check("recv MSG_WAITALL returns one message", s.recv(100, socket.MSG_WAITALL), b"first")
+    ck.check("next message after MSG_WAITALL", s.recv(100, socket.MSG_WAITALL), b"second")
     s.shutdown(socket.SHUT_WR)
     ck.errno_of("send after SHUT_WR", lambda: s.send(b"x", socket.MSG_NOSIGNAL), errno.EPIPE)
     ck.check("recv EOF after echo", s.recv(10), b"")
@@ -438,6 +444,46 @@ def cmd_api_client(args):
     sys.exit(1 if ck.failed else 0)
 
 
+def cmd_linger_server(args):
+    """Accepts one connection and reads it to EOF; prints count and SHA-256."""
+    lst = mrc_socket()
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(1)
+    print("listening", flush=True)
+    c = mrc_accept(lst)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 20, 0))
+    h, n, msgs, end = hashlib.sha256(), 0, 0, "eof"
+    try:
+        while True:
+            m = c.recv(MRC_MAX_MSG)
+            if not m:
+                break
+            h.update(m)
+            n += len(m)
+            msgs += 1
+    except OSError as e:
+        end = errno.errorcode.get(e.errno, str(e.errno))
+    print(f"linger got {msgs} msgs {n} bytes sha256 {h.hexdigest()} {end}", flush=True)
+
+
+def cmd_linger_client(args):
+    """Sends 4 MiB, then closes with SO_LINGER on: close() must return only
+    once the peer has acknowledged every message and the FIN."""
+    s = mrc_socket()
+    mrc_connect(s, args.addr, args.port)
+    h, n = hashlib.sha256(), 0
+    for i in range(64):
+        m = bytes([i]) * 65536
+        s.sendall(m)
+        h.update(m)
+        n += len(m)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 30))
+    t0 = time.monotonic()
+    s.close()
+    print(f"linger sent 64 msgs {n} bytes sha256 {h.hexdigest()}; "
+          f"close took {time.monotonic() - t0:.3f} s", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -467,6 +513,11 @@ def main():
         c.add_argument("addr")
         c.add_argument("port", type=int)
         c.add_argument("--local", default="")
+        c.set_defaults(fn=fn)
+    for name, fn in (("linger-server", cmd_linger_server), ("linger-client", cmd_linger_client)):
+        c = sub.add_parser(name)
+        c.add_argument("addr")
+        c.add_argument("port", type=int)
         c.set_defaults(fn=fn)
     args = p.parse_args()
     args.fn(args)

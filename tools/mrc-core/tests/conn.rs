@@ -1044,6 +1044,22 @@ fn simultaneous_close() {
 }
 
 #[test]
+fn all_acked_waits_for_the_fin() {
+    // What a lingering close() waits for: the data and then the FIN acknowledged.
+    let (mut client, mut server) = established();
+    client.close(MS);
+    assert!(!client.all_acked(), "FIN queued, not yet sent");
+    let fin = drain(&mut client, MS);
+    assert!(fin.iter().any(|p| kind(p) == PacketType::Fin));
+    assert!(!client.all_acked(), "FIN sent, not yet acknowledged");
+    for p in &fin {
+        feed(&mut server, MS, p);
+    }
+    exchange(&mut client, &mut server, 2 * MS);
+    assert!(client.all_acked());
+}
+
+#[test]
 fn lost_fin_is_retransmitted_and_time_wait_reacks() {
     let (mut client, mut server) = established();
     client.close(MS);
