@@ -11,13 +11,7 @@
 #   last progress.
 
 . "$(dirname "$0")/mrc_lib.sh"
-mrc_require_root
-mrc_load || exit $KSFT_FAIL
-mrc_require_perf
-tmp=$(mktemp -d)
-
-mrc_netns_add A
-mrc_netns_add B
+mrc_perf_setup
 mrc_veth_pair "$A" "$B"
 
 # errs: the tools' error output, as comments.

@@ -90,6 +90,17 @@ mrc_require_perf() {
 	[ -x "$PERF" ] || { mrc_fail "mrc-perf not built (make tools)"; mrc_exit; }
 }
 
+# mrc_perf_setup: the start of a transfer test: root, the module, mrc-perf,
+# a scratch directory in tmp, and two empty namespaces named by A and B.
+mrc_perf_setup() {
+	mrc_require_root
+	mrc_load || exit $KSFT_FAIL
+	mrc_require_perf
+	tmp=$(mktemp -d)
+	mrc_netns_add A
+	mrc_netns_add B
+}
+
 # mrc_json_field FILE EXPR: evaluates a Python expression over the JSON
 # document in FILE (bound to d); prints the result or "none".
 mrc_json_field() {
