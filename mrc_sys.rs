@@ -2354,7 +2354,10 @@ macro_rules! genl_dumpit {
 }
 
 genl_dumpit!(mrc_nl_conn_get_dumpit, crate::mrc_net::genl_conn_dump);
-genl_dumpit!(mrc_nl_endpoint_get_dumpit, crate::mrc_net::genl_endpoint_dump);
+genl_dumpit!(
+    mrc_nl_endpoint_get_dumpit,
+    crate::mrc_net::genl_endpoint_dump
+);
 
 /// Registration of the generic netlink family `mrc`.
 pub(crate) struct GenlRegistration;

@@ -159,7 +159,10 @@ fn removing_the_highest_paths_keeps_the_rest_visible() {
     assert_eq!(t.iter().map(|(i, _)| i).collect::<Vec<_>>(), vec![0, 1]);
     assert_eq!(t.add(7, ids(40), false), Some(2));
     assert_eq!(t.add(7, ids(41), false), Some(3));
-    assert_eq!(t.iter().map(|(i, _)| i).collect::<Vec<_>>(), vec![0, 1, 2, 3]);
+    assert_eq!(
+        t.iter().map(|(i, _)| i).collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
     assert_eq!(t.find(1041), Some(3));
     // Every path, however high its slot, is still ticked and probed.
     let res = t.on_tick(10_000 * MS);
