@@ -2366,7 +2366,10 @@ impl Conn {
                 let t = min_opt(ack, self.rack_deadline);
                 let t = min_opt(t, self.rto_deadline);
                 let t = min_opt(t, self.user_deadline());
-                min_opt(t, self.paths.next_timer(now_ns))
+                min_opt(
+                    t,
+                    self.paths.next_timer_waiting(now_ns, self.data_waiting()),
+                )
             }
         }
     }
@@ -2412,7 +2415,11 @@ impl Conn {
                         return;
                     }
                 }
-                if self.paths.next_timer(now_ns).is_some_and(|t| t <= now_ns) {
+                if self
+                    .paths
+                    .next_timer_waiting(now_ns, self.data_waiting())
+                    .is_some_and(|t| t <= now_ns)
+                {
                     self.path_tick(now_ns);
                 }
             }
@@ -2421,6 +2428,12 @@ impl Conn {
 
     /// Whether the connection is waiting for the peer: data or FIN outstanding, or no path
     /// Active to send on.
+    /// Whether data is unacknowledged or queued: the paths must be probed at
+    /// the busy pace even when nothing is in flight on them.
+    fn data_waiting(&self) -> bool {
+        self.snd_una < self.snd_nxt || self.msgq_len > 0
+    }
+
     fn waiting(&self) -> bool {
         self.snd_una < self.snd_nxt || self.paths.paths_in_state(PathState::Active) == 0
     }
@@ -2469,7 +2482,7 @@ impl Conn {
     }
 
     fn path_tick(&mut self, now_ns: u64) {
-        let res = self.paths.on_tick(now_ns);
+        let res = self.paths.on_tick_waiting(now_ns, self.data_waiting());
         for idx in res.probe.iter() {
             self.probe_due.insert(idx);
         }

@@ -885,10 +885,19 @@ impl PathTable {
     /// states and says which paths need a PROBE now.
     ///
     /// Calling it early or often is harmless; it acts only on deadlines that
-    /// have passed.
+    /// have passed. The connection counts as busy while bytes are in flight;
+    /// see [`PathTable::on_tick_waiting`] for one with data waiting besides.
     pub fn on_tick(&mut self, now_ns: u64) -> TickResult {
+        self.on_tick_waiting(now_ns, false)
+    }
+
+    /// [`PathTable::on_tick`] for a connection that may have data waiting
+    /// (unacknowledged or queued) with nothing in flight, as after every
+    /// path failed and was emptied: with `data_waiting` its paths are probed
+    /// at the busy pace, so it resumes as soon as one answers.
+    pub fn on_tick_waiting(&mut self, now_ns: u64, data_waiting: bool) -> TickResult {
         let mut out = TickResult::default();
-        let busy = self.total_inflight() > 0;
+        let busy = data_waiting || self.total_inflight() > 0;
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
@@ -963,7 +972,13 @@ impl PathTable {
     /// The time may be at or before `now_ns`, meaning "now". `None` means the
     /// table is empty.
     pub fn next_timer(&self, now_ns: u64) -> Option<u64> {
-        let busy = self.total_inflight() > 0;
+        self.next_timer_waiting(now_ns, false)
+    }
+
+    /// [`PathTable::next_timer`] with `data_waiting` as in
+    /// [`PathTable::on_tick_waiting`].
+    pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
+        let busy = data_waiting || self.total_inflight() > 0;
         self.iter()
             .map(|(_, p)| self.deadline(p, busy).max(now_ns))
             .min()

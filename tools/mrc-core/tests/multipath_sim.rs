@@ -119,6 +119,10 @@ fn every_plane_down_for_two_seconds_then_back() {
     let done = sim.run();
     assert_clean(&sim, done);
     assert!(sim.now > 2100 * MS, "{}", describe(&sim));
+    // With nothing in flight (every path failed and was emptied) but data
+    // still unacknowledged, the failed paths are probed at the busy
+    // backoff, so the transfer resumes within a few probe intervals.
+    assert!(sim.now < 2600 * MS, "{}", describe(&sim));
 }
 
 #[test]
