@@ -29,7 +29,7 @@ start() {
 		>"$tmp/cli.json" 2>"$tmp/cli.err" &
 	cpid=$!
 	# Transferring: the server has received something.
-	mrc_wait_for 60 test "$(mrc_stat "$A" rx_bytes)" -gt $((rx0 + (1 << 20)))
+	mrc_wait_for 60 mrc_stat_cmp "$A" rx_bytes -gt $((rx0 + (1 << 20)))
 }
 
 # Peer killed.
@@ -44,7 +44,7 @@ wait $spid 2>/dev/null
 mrc_check "peer killed: client fails with ECONNRESET" "rc=1 errno=104" \
 	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
 mrc_check "peer killed: client told within 5 s (took $dt s)" 1 $((dt <= 5))
-mrc_wait_for 20 test "$(mrc_stat "$B" conns)" = 0
+mrc_wait_for 20 mrc_stat_cmp "$B" conns -eq 0
 mrc_check "peer killed: no connection left" 0 $?
 
 # Link down for 2 s, then back.

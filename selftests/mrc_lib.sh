@@ -119,7 +119,16 @@ mrc_stat() {
 	ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc
 }
 
-# mrc_wait_for TIMEOUT_S COMMAND...: polls until the command succeeds.
+# mrc_stat_cmp NS NAME OP VALUE: compares a counter with test(1)'s OP
+# (-eq, -ge, ...); read afresh on every call, so it can be polled with
+# mrc_wait_for (whose arguments the shell expands only once).
+mrc_stat_cmp() {
+	[ "$(mrc_stat "$1" "$2")" "$3" "$4" ]
+}
+
+# mrc_wait_for TIMEOUT_S COMMAND...: polls until the command succeeds. The
+# command's arguments are expanded once, before the first try: poll a
+# function that reads the state (such as mrc_stat_cmp), not "$(...)".
 mrc_wait_for() {
 	local deadline=$((SECONDS + $1))
 	shift

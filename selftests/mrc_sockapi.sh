@@ -55,9 +55,9 @@ rm -f "$out"
 
 # Every connection is gone once closed (TIME_WAIT is 100 ms; the server's
 # FIN above may wait for a retransmission after the link came back).
-mrc_wait_for 30 test "$(mrc_stat "$A" conns)" = 0
+mrc_wait_for 30 mrc_stat_cmp "$A" conns -eq 0
 mrc_check "server connections gone" 0 $?
-mrc_wait_for 30 test "$(mrc_stat "$B" conns)" = 0
+mrc_wait_for 30 mrc_stat_cmp "$B" conns -eq 0
 mrc_check "client connections gone" 0 $?
 mrc_cleanup
 mrc_wait_for 20 rmmod mrc

@@ -116,9 +116,9 @@ echo "# 200 connections took $((SECONDS - start)) s"
 
 # Close with data in flight, then unload.
 transfer "4 connections closing with data in flight, 16 MiB each" 10.77.0.1 $((16 << 20)) 4
-mrc_wait_for 20 test "$(mrc_stat "$B" conns)" = 0
+mrc_wait_for 20 mrc_stat_cmp "$B" conns -eq 0
 mrc_check "client connections gone" 0 $?
-mrc_wait_for 20 test "$(mrc_stat "$A" conns)" = 0
+mrc_wait_for 20 mrc_stat_cmp "$A" conns -eq 0
 mrc_check "server connections gone" 0 $?
 rm -rf "$tmp"
 mrc_cleanup

@@ -385,7 +385,9 @@ def cmd_api_client(args):
     buf = bytearray(10)
     n = s.recv_into(buf, 10, socket.MSG_TRUNC)
     ck.check("recv(MSG_TRUNC) returns the real length", (n, bytes(buf)), (5000, b"c" * 10))
-    ck.check("1 MiB message intact", s.recv(MRC_MAX_MSG + 1), bytes(range(256)) * 4096)
+    big = s.recv(MRC_MAX_MSG + 1)
+    ck.check("1 MiB message intact (length, SHA-256)", (len(big), hashlib.sha256(big).hexdigest()),
+             (1 << 20, hashlib.sha256(bytes(range(256)) * 4096).hexdigest()))
     # SEQPACKET: MSG_WAITALL still returns one message, never joins two.
     s.send(b"first")
     s.send(b"second")
