@@ -43,11 +43,14 @@ ip netns exec b "$status" monitor >/tmp/mrc-demo-events 2>&1 &
 mon=$!
 ip netns exec a "$perf" server --addr 10.1.0.1 --port 5000 >/tmp/mrc-demo-server 2>&1 &
 srv=$!
-say "mrc-perf client --addr 10.1.0.1 --port 5000 --bytes 32M   # in namespace b"
-ip netns exec b "$perf" client --addr 10.1.0.1 --port 5000 --bytes $((32 << 20)) --retry-ms 10000 &
+say "mrc-perf client --addr 10.1.0.1 --port 5000 --bytes 64M   # in namespace b"
+ip netns exec b "$perf" client --addr 10.1.0.1 --port 5000 --bytes $((64 << 20)) --retry-ms 10000 &
 cli=$!
 sleep 6
 run ip netns exec b "$status"
+say "ip -n b link set b2 down   # plane 2 dies mid-transfer"
+ip -n b link set b2 down
+sleep 3
 run ip netns exec b "$status" paths
 wait $cli
 wait $srv
@@ -59,4 +62,4 @@ ip netns del a
 ip netns del b
 run rmmod mrc
 echo
-echo "MRC moved verified data over two planes and unloaded cleanly."
+echo "MRC moved verified data over two planes, lost one mid-transfer without losing a byte, and unloaded cleanly."
