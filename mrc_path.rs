@@ -850,7 +850,7 @@ impl PathTable {
     }
 
     /// Returns when the path next needs the failure detector's attention.
-    fn deadline(&self, p: &Path, busy: bool) -> u64 {
+    fn deadline(&self, p: &Path, busy: bool, data_waiting: bool) -> u64 {
         let timeout = self.probe_timeout(p);
         if p.probe_outstanding {
             return p.last_probe_ns.saturating_add(timeout);
@@ -874,7 +874,9 @@ impl PathTable {
             PathState::Suspect => 0,
             // Nothing waits for a failed path of an idle connection: probing
             // it more often than an idle path would only load both hosts.
-            PathState::Failed if !busy => p
+            // Data waiting counts, even with nothing in flight (after every
+            // path failed): it resumes as soon as a path answers.
+            PathState::Failed if !busy && !data_waiting => p
                 .last_probe_ns
                 .saturating_add(self.failed_interval(p).max(self.cfg.heartbeat_idle_ns)),
             PathState::Failed => p.last_probe_ns.saturating_add(self.failed_interval(p)),
@@ -893,11 +895,12 @@ impl PathTable {
 
     /// [`PathTable::on_tick`] for a connection that may have data waiting
     /// (unacknowledged or queued) with nothing in flight, as after every
-    /// path failed and was emptied: with `data_waiting` its paths are probed
-    /// at the busy pace, so it resumes as soon as one answers.
+    /// path failed and was emptied: with `data_waiting` its failed paths are
+    /// probed at the busy backoff, so it resumes as soon as one answers. The
+    /// heartbeat of its idle Active paths still follows what is in flight.
     pub fn on_tick_waiting(&mut self, now_ns: u64, data_waiting: bool) -> TickResult {
         let mut out = TickResult::default();
-        let busy = data_waiting || self.total_inflight() > 0;
+        let busy = self.total_inflight() > 0;
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
@@ -905,7 +908,7 @@ impl PathTable {
             let Some(p) = self.get(idx) else {
                 continue;
             };
-            let deadline = self.deadline(p, busy);
+            let deadline = self.deadline(p, busy, data_waiting);
             if now_ns < deadline {
                 continue;
             }
@@ -978,9 +981,9 @@ impl PathTable {
     /// [`PathTable::next_timer`] with `data_waiting` as in
     /// [`PathTable::on_tick_waiting`].
     pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
-        let busy = data_waiting || self.total_inflight() > 0;
+        let busy = self.total_inflight() > 0;
         self.iter()
-            .map(|(_, p)| self.deadline(p, busy).max(now_ns))
+            .map(|(_, p)| self.deadline(p, busy, data_waiting).max(now_ns))
             .min()
     }
 
