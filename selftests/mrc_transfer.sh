@@ -87,11 +87,11 @@ retx0=$(mrc_stat "$B" tx_retransmits)
 for ns_dev in "$A veth-a" "$B veth-b"; do
 	set -- $ns_dev
 	tc -n "$1" qdisc add dev "$2" root netem delay 1ms loss 5% reorder 10% \
-		duplicate 1% corrupt 0.1%
+		duplicate 1% corrupt 0.5%
 done
 csum0=$(ip netns exec "$A" awk '/^Udp: [0-9]/ { print $8 }' /proc/net/snmp)
 start=$SECONDS
-transfer "IPv4 through 5% loss, 10% reorder, 1% dup, 0.1% corrupt, 8 MiB" 10.77.0.1 $((8 << 20)) 1
+transfer "IPv4 through 5% loss, 10% reorder, 1% dup, 0.5% corrupt, 8 MiB" 10.77.0.1 $((8 << 20)) 1
 echo "# lossy 8 MiB took $((SECONDS - start)) s"
 retx=$(( $(mrc_stat "$B" tx_retransmits) - retx0 ))
 mrc_check "retransmissions counted on the lossy link" 1 $((retx > 0))
