@@ -2426,14 +2426,15 @@ impl Conn {
         }
     }
 
-    /// Whether the connection is waiting for the peer: data or FIN outstanding, or no path
-    /// Active to send on.
-    /// Whether data is unacknowledged or queued: the paths must be probed at
-    /// the busy pace even when nothing is in flight on them.
+    /// Whether data is unacknowledged or queued. Failed paths are then
+    /// probed at the busy backoff even with nothing in flight on them, so
+    /// the connection resumes as soon as one answers.
     fn data_waiting(&self) -> bool {
         self.snd_una < self.snd_nxt || self.msgq_len > 0
     }
 
+    /// Whether the connection is waiting for the peer: data or FIN
+    /// outstanding, or no path Active to send on.
     fn waiting(&self) -> bool {
         self.snd_una < self.snd_nxt || self.paths.paths_in_state(PathState::Active) == 0
     }

@@ -18,7 +18,7 @@ use kernel::{
     c_str,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::{new_mutex, Mutex},
+    sync::{new_mutex, Arc, Mutex},
 };
 
 use crate::mrc_cc::CcKind;
@@ -183,6 +183,84 @@ struct Endpoint {
     flags: u32,
 }
 
+/// A network path to a peer as every connection of the namespace sees it:
+/// local address, remote address, UDP source port (the entropy value) and
+/// the peer's UDP port.
+pub(crate) type PeerKey = (IpAddr, IpAddr, u16, u16);
+
+/// What the connections of a namespace share about one network path to a
+/// peer: when a packet of the peer last arrived on it, for any of them.
+///
+/// Connections between the same hosts use the same network paths (same
+/// addresses, same entropy values). A path that carries packets for one of
+/// them is alive for all, so none of the others needs to probe it: each
+/// connection's failure detector takes the shared time as its own (see
+/// `mrc_sock::Session::share_heard`). Without this, N idle paths of N
+/// connections over one network path cost N probes per heartbeat.
+pub(crate) struct PeerPath {
+    key: PeerKey,
+    heard_ns: AtomicU64,
+}
+
+impl PeerPath {
+    /// Records that a packet of the peer arrived on the path at `now`.
+    pub(crate) fn heard(&self, now: u64) {
+        self.heard_ns.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// When a packet of the peer last arrived on the path (0: never).
+    pub(crate) fn heard_ns(&self) -> u64 {
+        self.heard_ns.load(Ordering::Relaxed)
+    }
+}
+
+/// A peer path and how many connection paths use it.
+struct PeerEntry {
+    path: Arc<PeerPath>,
+    users: u32,
+}
+
+/// The peer paths of a namespace; an entry lives while a connection path
+/// uses it.
+#[pin_data]
+pub(crate) struct PeerPaths {
+    #[pin]
+    tree: SpinLockBh<RBTree<PeerKey, PeerEntry>>,
+}
+
+/// A connection path's use of a [`PeerPath`]; dropping it releases the entry.
+pub(crate) struct PeerRef {
+    table: Arc<PeerPaths>,
+    path: Arc<PeerPath>,
+}
+
+impl core::ops::Deref for PeerRef {
+    type Target = PeerPath;
+
+    fn deref(&self) -> &PeerPath {
+        &self.path
+    }
+}
+
+impl Drop for PeerRef {
+    fn drop(&mut self) {
+        let removed = {
+            let mut t = self.table.tree.lock();
+            let key = self.path.key;
+            match t.get_mut(&key) {
+                Some(e) if e.users > 1 => {
+                    e.users -= 1;
+                    None
+                }
+                Some(_) => t.remove(&key),
+                None => None,
+            }
+        };
+        // The entry is freed with the table unlocked.
+        drop(removed);
+    }
+}
+
 /// The endpoint table of a namespace.
 struct Endpoints {
     /// Bumped by every change, so a dump split over several reads can tell
@@ -198,6 +276,8 @@ pub(crate) struct MrcNet {
     endpoints: Mutex<Endpoints>,
     #[pin]
     socks: SpinLockBh<SockTable>,
+    /// Shared liveness of the network paths to peers.
+    peers: Arc<PeerPaths>,
     stats: Stats,
     params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
@@ -229,6 +309,12 @@ impl PernetState for MrcNet {
                 },
                 "mrc_net_socks"
             ),
+            peers: Arc::pin_init(
+                pin_init!(PeerPaths {
+                    tree <- new_spinlock_bh!(RBTree::new(), "mrc_net_peers"),
+                }),
+                GFP_KERNEL
+            )?,
             stats: Stats::new(),
             params: Params::new(),
             ready: AtomicBool::new(false),
@@ -437,6 +523,54 @@ impl MrcNet {
             .source_for(dst)
     }
 
+    /// Takes a use of the peer path `key`, creating it if needed. `None`
+    /// if memory is short: the connection path then relies on its own
+    /// packets and probes alone. Callable in atomic context.
+    pub(crate) fn peer_path(&self, key: PeerKey) -> Option<PeerRef> {
+        let table = self.peers.clone();
+        {
+            let mut t = table.tree.lock();
+            if let Some(e) = t.get_mut(&key) {
+                e.users = e.users.saturating_add(1);
+                let path = e.path.clone();
+                drop(t);
+                return Some(PeerRef { table, path });
+            }
+        }
+        let node = RBTreeNodeReservation::new(GFP_ATOMIC).ok()?;
+        let fresh = Arc::new(
+            PeerPath {
+                key,
+                heard_ns: AtomicU64::new(0),
+            },
+            GFP_ATOMIC,
+        )
+        .ok()?;
+        let path = {
+            let mut t = table.tree.lock();
+            // Someone may have added it while the table was unlocked.
+            if let Some(e) = t.get_mut(&key) {
+                e.users = e.users.saturating_add(1);
+                e.path.clone()
+            } else {
+                t.insert(node.into_node(
+                    key,
+                    PeerEntry {
+                        path: fresh.clone(),
+                        users: 1,
+                    },
+                ));
+                fresh
+            }
+        };
+        Some(PeerRef { table, path })
+    }
+
+    /// Number of peer paths in use (for `/proc/net/mrc`).
+    fn peer_paths(&self) -> u64 {
+        self.peers.tree.lock().iter().count() as u64
+    }
+
     /// The tunnel socket for `addr`'s family, while the namespace is up.
     fn tunnel(&self, addr: &IpAddr) -> Option<&UdpTunnel> {
         if !self.ready.load(Ordering::Acquire) {
@@ -600,6 +734,7 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
         writeln!(out, "conns {}", self.session_count())?;
+        writeln!(out, "peer_paths {}", self.peer_paths())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         for (t, c) in PacketType::ALL.iter().zip(s.tx_by_type.iter()) {

@@ -17,7 +17,7 @@
 //!   new data and is probed at once, then again each time a probe times out.
 //! - [`PathState::Failed`]: `miss_threshold` probes in a row went unanswered;
 //!   probed with exponential backoff, and no more often than an idle path
-//!   while the connection has nothing in flight.
+//!   while the connection has neither data in flight nor data waiting.
 //!
 //! Any answered probe makes a path Active again. A busy path (bytes in flight)
 //! proves it is alive with its acknowledgements and with any other packet of
@@ -637,9 +637,20 @@ impl PathTable {
 
     /// Returns the index of the path with this wire `path_id`.
     pub fn find(&self, path_id: u32) -> Option<PathIdx> {
+        // Paths are usually added in path id order from 0: try that slot
+        // before the scan.
+        let guess = usize::try_from(path_id).unwrap_or(usize::MAX);
+        if self.get(guess).is_some_and(|p| p.ids.path_id == path_id) {
+            return Some(guess);
+        }
         self.iter()
             .find(|(_, p)| p.ids.path_id == path_id)
             .map(|(i, _)| i)
+    }
+
+    /// Returns one past the highest index in use: every path's index is below it.
+    pub fn index_end(&self) -> usize {
+        self.end
     }
 
     /// Returns the number of paths.

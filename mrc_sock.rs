@@ -44,7 +44,7 @@ use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
-use crate::mrc_net::MrcNet;
+use crate::mrc_net::{MrcNet, PeerRef};
 use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, MAX_ENDPOINTS};
 use crate::mrc_sys::{
@@ -135,6 +135,9 @@ struct Session {
     rx: [Option<SkBuff>; WINDOW],
     /// UDP addressing of each path, by path index.
     paths: [Option<PathAddr>; MAX_PATHS],
+    /// The namespace's shared record of each path's network path, by path
+    /// index.
+    peers: [Option<PeerRef>; MAX_PATHS],
     /// Local endpoints offered in the handshake (the namespace's endpoint
     /// table when the connection started).
     local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
@@ -254,6 +257,7 @@ impl MrcSock {
 impl Session {
     /// Allocates a session with a fresh connection core.
     fn new(
+        net: &MrcNet,
         cfg: ConnConfig,
         path: PathAddr,
         local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
@@ -280,6 +284,10 @@ impl Session {
             for i in 0..MAX_PATHS {
                 pa.add(i).write(None);
             }
+            let pp = core::ptr::addr_of_mut!((*p).peers).cast::<Option<PeerRef>>();
+            for i in 0..MAX_PATHS {
+                pp.add(i).write(None);
+            }
             core::ptr::addr_of_mut!((*p).local_eps).write(local_eps);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
             let ps = core::ptr::addr_of_mut!((*p).path_states).cast::<PathState>();
@@ -288,24 +296,60 @@ impl Session {
             }
             core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
             let mut s = b.assume_init();
-            s.add_path(mrc_sys::now_ns(), first_path_ids(), path, false)?;
+            s.add_path(net, mrc_sys::now_ns(), first_path_ids(), path, false)?;
             Ok(s)
         }
     }
 
     /// Adds a path to the core and its addressing here.
-    fn add_path(&mut self, now: u64, ids: PathIds, addr: PathAddr, backup: bool) -> Result {
+    fn add_path(
+        &mut self,
+        net: &MrcNet,
+        now: u64,
+        ids: PathIds,
+        addr: PathAddr,
+        backup: bool,
+    ) -> Result {
         let idx = self.conn.paths_mut().add(now, ids, backup).ok_or(ENOSPC)?;
-        let slot = self.paths.get_mut(idx).ok_or(ENOSPC)?;
+        let (Some(slot), Some(peer)) = (self.paths.get_mut(idx), self.peers.get_mut(idx)) else {
+            return Err(ENOSPC);
+        };
         *slot = Some(addr);
+        *peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
         Ok(())
+    }
+
+    /// A packet of the peer arrived on the path with this wire id: tells
+    /// every connection over the same network path.
+    fn heard_on(&self, path_id: u32, now: u64) {
+        let peer = self
+            .conn
+            .paths()
+            .find(path_id)
+            .and_then(|i| self.peers.get(i));
+        if let Some(Some(p)) = peer {
+            p.heard(now);
+        }
+    }
+
+    /// Gives the failure detector what other connections heard on this
+    /// connection's network paths: a path that carries their packets is
+    /// alive and needs no probe of its own.
+    fn share_heard(&mut self, now: u64) {
+        let end = self.conn.paths().index_end();
+        for (idx, peer) in self.peers.iter().enumerate().take(end) {
+            let heard = peer.as_ref().map_or(0, |p| p.heard_ns().min(now));
+            if heard > 0 {
+                self.conn.paths_mut().on_heard(idx, heard);
+            }
+        }
     }
 
     /// Opens the paths of every plane: each local endpoint is matched with
     /// the peer's endpoint in the same subnet (/24, /64), else with the one
     /// at the same index, and gets `ev_per_plane` paths, each with its own
     /// UDP source port (entropy value). Paths that exist are kept.
-    fn open_planes(&mut self, now: u64) {
+    fn open_planes(&mut self, net: &MrcNet, now: u64) {
         let mut peer = [None; MAX_ENDPOINTS];
         for (slot, ep) in peer.iter_mut().zip(self.conn.peer_endpoints()) {
             *slot = Some(ep);
@@ -344,7 +388,7 @@ impl Session {
                     dport: remote.port,
                 };
                 if self
-                    .add_path(now, ids, addr, local.backup || remote.backup)
+                    .add_path(net, now, ids, addr, local.backup || remote.backup)
                     .is_err()
                 {
                     return;
@@ -469,7 +513,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                 Event::Connected => {
                     inner.mode = Mode::Connected;
                     // The peer's endpoints are known now (SYN_ACK).
-                    s.open_planes(now);
+                    s.open_planes(net, now);
                     sk.notify(nl::MRC_CMD_CONN_ESTABLISHED, |m| {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, 0)
                     });
@@ -622,6 +666,7 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
                     Body::Data(d) => d.len() as u32,
                     _ => 0,
                 };
+                s.heard_on(pkt.header.path_id, now);
                 (s.conn.handle_packet(now, &pkt), plen)
             }
         };
@@ -654,6 +699,7 @@ pub(crate) fn timer(sk: &Sock) {
             return;
         }
         if let Some(s) = inner.sess.as_deref_mut() {
+            s.share_heard(now);
             s.conn.on_timeout(now);
         }
         drive(sk, net, &mut inner, now)
@@ -728,7 +774,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         dgram_for(mtu),
     );
     let (eps, n) = local_endpoints(net, addrs.dst);
-    let mut sess = Session::new(cfg, path, eps, net.ev_per_plane())?;
+    let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
     let now = mrc_sys::now_ns();
     let offered = eps.get(..n).unwrap_or(&[]);
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
@@ -743,7 +789,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
             list.get(..n).unwrap_or(&[]),
         )
         .map_err(|e| Error::from_errno(-e.errno()))?;
-    sess.open_planes(now);
+    sess.open_planes(net, now);
     let local = MrcAddr {
         ip: addrs.dst,
         port: hs.dst_port,
@@ -999,7 +1045,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         dgram_for(mtu),
     );
     let (eps, n) = local_endpoints(net, src);
-    let mut sess = Session::new(cfg, path, eps, net.ev_per_plane())?;
+    let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
     for (d, e) in list.iter_mut().zip(eps.iter().flatten()) {
         *d = *e;

@@ -296,7 +296,7 @@ impl<T: PernetState> Drop for PernetRegistration<T> {
 // --- Socket buffers -------------------------------------------------------------
 
 /// An IPv4 or IPv6 address, in network byte order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum IpAddr {
     /// IPv4.
     V4([u8; 4]),

@@ -145,6 +145,35 @@ fn add_remove_find_iterate() {
 }
 
 #[test]
+fn find_by_path_id_wherever_the_path_sits() {
+    // Path ids equal to their slot (the usual order) and ids elsewhere.
+    let mut t = PathTable::new(PathConfig::default());
+    let id = |path_id| PathIds {
+        path_id,
+        plane: 0,
+        entropy: 1,
+    };
+    assert_eq!(t.index_end(), 0);
+    assert_eq!(t.add(1, id(0), false), Some(0));
+    assert_eq!(t.add(1, id(1), false), Some(1));
+    assert_eq!(t.add(1, id(0x1_0000), false), Some(2));
+    // Slot 3 holds id 2, so the slot that id 3 suggests is wrong.
+    assert_eq!(t.add(1, id(2), false), Some(3));
+    assert_eq!(t.add(1, id(3), false), Some(4));
+    assert_eq!(t.index_end(), 5);
+    assert_eq!(t.find(0), Some(0));
+    assert_eq!(t.find(1), Some(1));
+    assert_eq!(t.find(2), Some(3));
+    assert_eq!(t.find(3), Some(4));
+    assert_eq!(t.find(0x1_0000), Some(2));
+    assert_eq!(t.find(4), None);
+    assert_eq!(t.find(u32::MAX), None);
+    assert!(t.remove(4));
+    assert_eq!(t.index_end(), 4);
+    assert_eq!(t.find(3), None);
+}
+
+#[test]
 fn removing_the_highest_paths_keeps_the_rest_visible() {
     // Scans stop after the highest slot in use; removals from the top move
     // that mark down past every hole, and additions move it up again.
