@@ -371,6 +371,8 @@ pub struct Transmit {
     /// For DATA, the message bytes the glue must put behind the header; `None` means
     /// `buf[..len]` is already complete and sealed.
     pub data: Option<DataRef>,
+    /// Type of the packet.
+    pub kind: PacketType,
 }
 
 /// The payload of a planned DATA packet: bytes `offset..offset + len` of message `msg_id`.
@@ -1473,6 +1475,7 @@ impl Conn {
             path,
             len,
             data: None,
+            kind: PacketType::Rst,
         })
     }
 
@@ -1512,6 +1515,7 @@ impl Conn {
             path,
             len,
             data: None,
+            kind: body.packet_type(),
         })
     }
 
@@ -1565,6 +1569,7 @@ impl Conn {
             path,
             len,
             data: None,
+            kind: PacketType::Ack,
         })
     }
 
@@ -1588,6 +1593,7 @@ impl Conn {
             path,
             len,
             data: None,
+            kind: PacketType::ProbeAck,
         })
     }
 
@@ -1615,6 +1621,7 @@ impl Conn {
             path: idx,
             len,
             data: None,
+            kind: PacketType::Probe,
         })
     }
 
@@ -1687,7 +1694,17 @@ impl Conn {
             len: slot.len,
             retransmit,
         });
-        Some(Transmit { path, len, data })
+        let kind = if fin {
+            PacketType::Fin
+        } else {
+            PacketType::Data
+        };
+        Some(Transmit {
+            path,
+            len,
+            data,
+            kind,
+        })
     }
 
     fn build_retransmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {

@@ -189,17 +189,20 @@ struct Endpoint {
 pub(crate) type PeerKey = (IpAddr, IpAddr, u16, u16);
 
 /// What the connections of a namespace share about one network path to a
-/// peer: when a packet of the peer last arrived on it, for any of them.
+/// peer: when a packet of the peer last arrived on it, and when one of them
+/// last probed it.
 ///
 /// Connections between the same hosts use the same network paths (same
 /// addresses, same entropy values). A path that carries packets for one of
-/// them is alive for all, so none of the others needs to probe it: each
-/// connection's failure detector takes the shared time as its own (see
-/// `mrc_sock::Session::share_heard`). Without this, N idle paths of N
+/// them is alive for all, so none of the others needs to probe it, and a
+/// probe one of them sent is answered for all: each connection's failure
+/// detector takes the shared times as its own (see
+/// `mrc_sock::Session::share_liveness`). Without this, N idle paths of N
 /// connections over one network path cost N probes per heartbeat.
 pub(crate) struct PeerPath {
     key: PeerKey,
     heard_ns: AtomicU64,
+    probed_ns: AtomicU64,
 }
 
 impl PeerPath {
@@ -211,6 +214,16 @@ impl PeerPath {
     /// When a packet of the peer last arrived on the path (0: never).
     pub(crate) fn heard_ns(&self) -> u64 {
         self.heard_ns.load(Ordering::Relaxed)
+    }
+
+    /// Records that a connection sent a PROBE on the path at `now`.
+    pub(crate) fn probed(&self, now: u64) {
+        self.probed_ns.fetch_max(now, Ordering::Relaxed);
+    }
+
+    /// When a connection last sent a PROBE on the path (0: never).
+    pub(crate) fn probed_ns(&self) -> u64 {
+        self.probed_ns.load(Ordering::Relaxed)
     }
 }
 
@@ -491,20 +504,24 @@ impl MrcNet {
         cfg
     }
 
-    /// Sends one datagram on the tunnel of the addresses' family.
-    pub(crate) fn send(&self, src: IpAddr, sport: u16, dst: IpAddr, dport: u16, pkt: &[u8]) {
+    /// Sends one datagram, an MRC packet of type `kind`, on the tunnel of
+    /// the addresses' family.
+    pub(crate) fn send(
+        &self,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        pkt: &[u8],
+        kind: PacketType,
+    ) {
         let Some(t) = self.tunnel(&dst) else {
             self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
             return;
         };
         if t.send(src, sport, dst, dport, pkt).is_ok() {
-            if let Ok(h) = crate::mrc_proto::peek_header(pkt) {
-                if let Some(c) = h
-                    .packet_type()
-                    .and_then(|t| self.stats.tx_by_type.get(t.index()))
-                {
-                    c.fetch_add(1, Ordering::Relaxed);
-                }
+            if let Some(c) = self.stats.tx_by_type.get(kind.index()) {
+                c.fetch_add(1, Ordering::Relaxed);
             }
             self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
             self.stats
@@ -542,6 +559,7 @@ impl MrcNet {
             PeerPath {
                 key,
                 heard_ns: AtomicU64::new(0),
+                probed_ns: AtomicU64::new(0),
             },
             GFP_ATOMIC,
         )

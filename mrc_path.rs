@@ -803,6 +803,22 @@ impl PathTable {
         }
     }
 
+    /// Reports that another connection sent a PROBE at `sent_ns` over the
+    /// network path under this path.
+    ///
+    /// Its answer proves the network path alive for every connection (the
+    /// glue reports it with [`PathTable::on_heard`]), so an Active path that
+    /// has no probe of its own outstanding counts it as its own last probe
+    /// and waits a heartbeat before probing itself. Suspect and Failed paths
+    /// still need an answer to their own probe.
+    pub fn on_probed_elsewhere(&mut self, idx: PathIdx, sent_ns: u64) {
+        if let Some(p) = self.get_mut(idx) {
+            if p.state == PathState::Active && !p.probe_outstanding {
+                p.last_probe_ns = p.last_probe_ns.max(sent_ns);
+            }
+        }
+    }
+
     /// Reports that `bytes` sent on a path were declared lost.
     ///
     /// `loss_burst` losses in a row make an Active path Suspect, unless only

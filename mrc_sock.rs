@@ -46,7 +46,7 @@ use kernel::prelude::*;
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
 use crate::mrc_net::{MrcNet, PeerRef};
 use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
-use crate::mrc_proto::{self, Body, Endpoint, MAX_ENDPOINTS};
+use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, GenlMsg, IpAddr, MrcAddr, Msg, SkBuff,
     Sock, SockRef, SpinLockBh,
@@ -332,15 +332,24 @@ impl Session {
         }
     }
 
-    /// Gives the failure detector what other connections heard on this
-    /// connection's network paths: a path that carries their packets is
-    /// alive and needs no probe of its own.
-    fn share_heard(&mut self, now: u64) {
+    /// Gives the failure detector what other connections heard and probed
+    /// on this connection's network paths: a path that carries their
+    /// packets is alive and needs no probe of its own, and one they just
+    /// probed waits for that probe's answer.
+    fn share_liveness(&mut self, now: u64) {
         let end = self.conn.paths().index_end();
         for (idx, peer) in self.peers.iter().enumerate().take(end) {
-            let heard = peer.as_ref().map_or(0, |p| p.heard_ns().min(now));
+            let Some(peer) = peer else {
+                continue;
+            };
+            let paths = self.conn.paths_mut();
+            let heard = peer.heard_ns().min(now);
             if heard > 0 {
-                self.conn.paths_mut().on_heard(idx, heard);
+                paths.on_heard(idx, heard);
+            }
+            let probed = peer.probed_ns().min(now);
+            if probed > 0 {
+                paths.on_probed_elsewhere(idx, probed);
             }
         }
     }
@@ -398,7 +407,7 @@ impl Session {
     }
 
     /// Sends what `poll_transmit` planned.
-    fn transmit(&mut self, net: &MrcNet, tx: &Transmit) {
+    fn transmit(&mut self, net: &MrcNet, tx: &Transmit, now: u64) {
         let len = match tx.data {
             None => tx.len,
             Some(d) => {
@@ -423,7 +432,12 @@ impl Session {
         };
         let addr = self.paths.get(tx.path).copied().flatten();
         if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
-            net.send(p.local, p.sport, p.remote, p.dport, pkt);
+            net.send(p.local, p.sport, p.remote, p.dport, pkt, tx.kind);
+            if tx.kind == PacketType::Probe {
+                if let Some(Some(peer)) = self.peers.get(tx.path) {
+                    peer.probed(now);
+                }
+            }
         }
     }
 
@@ -570,7 +584,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
             };
             busy = true;
             sent += 1;
-            s.transmit(net, &tx);
+            s.transmit(net, &tx, now);
         }
         if !busy || sent >= MAX_TX_PER_DRIVE {
             break;
@@ -699,7 +713,7 @@ pub(crate) fn timer(sk: &Sock) {
             return;
         }
         if let Some(s) = inner.sess.as_deref_mut() {
-            s.share_heard(now);
+            s.share_liveness(now);
             s.conn.on_timeout(now);
         }
         drive(sk, net, &mut inner, now)

@@ -368,6 +368,41 @@ fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
 }
 
 #[test]
+fn a_probe_of_another_connection_stands_in_for_an_active_paths_own() {
+    let mut t = primed(2);
+    // Path 0's network path was probed by another connection at 90 ms: its
+    // own heartbeat moves from 100 ms to 190 ms; path 1's stays.
+    t.on_probed_elsewhere(0, 90 * MS);
+    assert_eq!(t.get(0).unwrap().last_probe_ns(), 90 * MS);
+    let r = t.on_tick(100 * MS);
+    assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![1]);
+    t.on_probe_sent(1, 100 * MS);
+    t.on_probe_ack(1, 100 * MS + 50 * US, 50 * US);
+    // The answer reaches the other connection; this one hears of it.
+    t.on_heard(0, 90 * MS + 50 * US);
+    assert_eq!(t.on_tick(189 * MS).probe.iter().count(), 0);
+    // Nobody heard anything since: path 0 probes itself at 190.05 ms, and a
+    // probe elsewhere no longer moves an Active path with one outstanding.
+    let r = t.on_tick(190 * MS + 50 * US);
+    assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![0]);
+    t.on_probe_sent(0, 190 * MS + 50 * US);
+    t.on_probed_elsewhere(0, 190 * MS + 60 * US);
+    assert_eq!(t.get(0).unwrap().last_probe_ns(), 190 * MS + 50 * US);
+    // Unanswered: Suspect at its own probe timeout, and then only its own
+    // answer counts.
+    let r = t.on_tick(191 * MS + 50 * US);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    assert!(r.probe.contains(0));
+    t.on_probe_sent(0, 191 * MS + 50 * US);
+    t.on_probed_elsewhere(0, 191 * MS + 60 * US);
+    t.on_heard(0, 191 * MS + 70 * US);
+    assert_eq!(t.get(0).unwrap().last_probe_ns(), 191 * MS + 50 * US);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+    t.on_probe_ack(0, 191 * MS + 80 * US, 30 * US);
+    assert_eq!(t.get(0).unwrap().state(), PathState::Active);
+}
+
+#[test]
 fn idle_dead_path_misses_probes() {
     let mut t = primed(3);
     // Heartbeat at 100 ms, Suspect at 101 ms, Failed at 103 ms.
