@@ -157,6 +157,10 @@ const EAGAIN: i32 = 11;
 const EISCONN: i32 = 106;
 /// errno value of `EINVAL`.
 const EINVAL: i32 = 22;
+/// errno value of `ENOENT`.
+const ENOENT: i32 = 2;
+/// errno value of `EBUSY`.
+const EBUSY: i32 = 16;
 
 /// Tunables of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -417,6 +421,25 @@ impl SendError {
             SendError::MsgSize => EMSGSIZE,
             SendError::WouldBlock => EAGAIN,
             SendError::Failed(e) => e.errno(),
+        }
+    }
+}
+
+/// Why [`Conn::remove_path`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RemovePathError {
+    /// No path has this path id (`ENOENT`).
+    NotFound,
+    /// It is the connection's only path (`EBUSY`).
+    LastPath,
+}
+
+impl RemovePathError {
+    /// Returns the positive errno value the socket layer reports for this error.
+    pub const fn errno(self) -> i32 {
+        match self {
+            RemovePathError::NotFound => ENOENT,
+            RemovePathError::LastPath => EBUSY,
         }
     }
 }
@@ -1002,9 +1025,51 @@ impl Conn {
         &self.paths
     }
 
-    /// Returns the path table, for adding, removing and configuring paths.
+    /// Returns the path table, for adding and configuring paths. Paths of a connection that
+    /// may have data in flight are removed with [`Conn::remove_path`].
     pub fn paths_mut(&mut self) -> &mut PathTable {
         &mut self.paths
+    }
+
+    /// Sets the probe interval of idle paths while data is in flight (see
+    /// [`PathConfig::heartbeat_busy_ns`]) for this connection, also while it runs. The glue
+    /// re-reads [`Conn::next_timeout`] afterwards.
+    pub fn set_heartbeat_busy_ns(&mut self, ns: u64) {
+        let ns = ns.max(1);
+        self.cfg.path.heartbeat_busy_ns = ns;
+        self.paths.set_heartbeat_busy_ns(ns);
+    }
+
+    /// Removes the path with wire id `path_id` and returns the index it had.
+    ///
+    /// Nothing sent on it is lost: every packet still in flight on the path is declared lost
+    /// at once and retransmitted on the remaining paths, as when a path fails. The last path
+    /// cannot be removed. The index may be reused by the next path added; the glue forgets
+    /// what it kept per index.
+    pub fn remove_path(&mut self, now_ns: u64, path_id: u32) -> Result<PathIdx, RemovePathError> {
+        let idx = self.paths.find(path_id).ok_or(RemovePathError::NotFound)?;
+        if self.paths.len() <= 1 {
+            return Err(RemovePathError::LastPath);
+        }
+        self.last_now = self.last_now.max(now_ns);
+        self.evacuate_path(now_ns, idx);
+        // Packets waiting for retransmission no longer name the path, so a new path that
+        // takes its index is not avoided for them.
+        let mut seq = self.snd_una;
+        while seq < self.snd_nxt {
+            if let Some(slot) = self.send.get_mut(slot_of(seq)) {
+                if slot.state == SlotState::Lost && usize::from(slot.path) == idx {
+                    slot.path = u16::MAX;
+                }
+            }
+            seq = seq.saturating_add(1);
+        }
+        if let Some(r) = self.rack_order.get_mut(idx) {
+            *r = 0;
+        }
+        self.probe_due.remove(idx);
+        self.paths.remove(idx);
+        Ok(idx)
     }
 
     /// Returns the counters.

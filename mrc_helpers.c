@@ -17,6 +17,8 @@
 #include <linux/workqueue.h>
 #include <linux/sched/signal.h>
 #include <linux/poll.h>
+#include <linux/sockptr.h>
+#include <linux/uaccess.h>
 
 #include "include/uapi/linux/mrc.h"
 #include "include/mrc_helpers.h"
@@ -110,3 +112,8 @@ struct sk_buff *mrc_genlmsg_new_atomic(void) { return genlmsg_new(NLMSG_GOODSIZE
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb) { return genlmsg_multicast_netns(family, net, skb, 0, 0, GFP_ATOMIC); }
 void mrc_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start) { nla_nest_cancel(skb, start); }
 u32 mrc_dst_mtu(const struct dst_entry *dst) { return dst_mtu(dst); }
+int mrc_copy_from_sockptr(void *dst, sockptr_t src, size_t size) { return copy_from_sockptr(dst, src, size) ? -EFAULT : 0; }
+int mrc_get_user_int(int *dst, int __user *src) { return get_user(*dst, src); }
+int mrc_put_user_int(int __user *dst, int val) { return put_user(val, dst); }
+int mrc_copy_to_user(void __user *dst, const void *src, size_t size) { return copy_to_user(dst, src, size) ? -EFAULT : 0; }
+int mrc_copy_from_user(void *dst, const void __user *src, size_t size) { return copy_from_user(dst, src, size) ? -EFAULT : 0; }

@@ -467,6 +467,16 @@ impl MrcNet {
         out
     }
 
+    /// Busy heartbeat of new connections, in milliseconds.
+    pub(crate) fn heartbeat_ms(&self) -> u32 {
+        self.params.heartbeat_ms.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Congestion controller of new connections.
+    pub(crate) fn cc(&self) -> CcKind {
+        self.params.cc()
+    }
+
     /// Entropy values (paths) per plane of new connections.
     pub(crate) fn ev_per_plane(&self) -> u16 {
         self.params

@@ -597,6 +597,16 @@ impl PathTable {
         &self.cfg
     }
 
+    /// Sets the probe interval of idle paths while the connection has data
+    /// in flight ([`PathConfig::heartbeat_busy_ns`], at least 1 ns).
+    ///
+    /// Deadlines are computed from the configuration whenever they are
+    /// needed, so the new interval applies from the next
+    /// [`PathTable::next_timer`] on; the glue re-reads it afterwards.
+    pub fn set_heartbeat_busy_ns(&mut self, ns: u64) {
+        self.cfg.heartbeat_busy_ns = ns.max(1);
+    }
+
     /// Adds a path in state Active and returns its index, or `None` if the table is full.
     pub fn add(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
         let cfg = self.cfg;

@@ -43,13 +43,14 @@
 use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
+use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
 use crate::mrc_net::{MrcNet, PeerRef};
 use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, GenlMsg, IpAddr, MrcAddr, Msg, SkBuff,
-    Sock, SockRef, SpinLockBh,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
+    OptIn, OptOut, PathReq, SkBuff, Sock, SockRef, SpinLockBh,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -112,7 +113,7 @@ enum Mode {
 }
 
 /// UDP addressing of the connection's path.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 struct PathAddr {
     local: IpAddr,
     remote: IpAddr,
@@ -200,6 +201,30 @@ struct Inner {
     /// Message bytes the application queued, and received.
     tx_bytes: u64,
     rx_bytes: u64,
+    /// Socket options for the connection (`SOL_MRC`).
+    opts: Opts,
+}
+
+/// `SOL_MRC` options set on a socket: they replace the namespace's defaults
+/// in its connection; accepted connections inherit the listener's.
+#[derive(Clone, Copy, Default)]
+struct Opts {
+    /// `MRC_HEARTBEAT_MS`.
+    heartbeat_ms: Option<u32>,
+    /// `MRC_CC`.
+    cc: Option<CcKind>,
+}
+
+impl Opts {
+    /// Puts the options into the configuration of a new connection.
+    fn apply(&self, cfg: &mut ConnConfig) {
+        if let Some(ms) = self.heartbeat_ms {
+            cfg.path.heartbeat_busy_ns = u64::from(ms) * 1_000_000;
+        }
+        if let Some(cc) = self.cc {
+            cfg.path.cc = cc;
+        }
+    }
 }
 
 /// State of one MRC socket, stored after its `struct sock`.
@@ -247,6 +272,10 @@ impl MrcSock {
                     since_ns: 0,
                     tx_bytes: 0,
                     rx_bytes: 0,
+                    opts: Opts {
+                        heartbeat_ms: None,
+                        cc: None,
+                    },
                 },
                 "mrc_sock"
             ),
@@ -317,6 +346,40 @@ impl Session {
         *slot = Some(addr);
         *peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
         Ok(())
+    }
+
+    /// A path id no path of this connection has, for a path the application
+    /// adds: above the ids of the planes' paths, which both ends derive the
+    /// same way.
+    fn user_path_id(&self) -> Result<u32> {
+        let top = self
+            .conn
+            .paths()
+            .iter()
+            .map(|(_, p)| p.ids().path_id)
+            .filter(|id| *id >= USER_PATH_ID_BASE)
+            .max();
+        match top {
+            None => Ok(USER_PATH_ID_BASE),
+            Some(id) => id.checked_add(1).ok_or(ENOSPC),
+        }
+    }
+
+    /// Removes a path from the core (its packets in flight are resent on
+    /// the others) and forgets its addressing. Returns the path's share of
+    /// the namespace's record, to be dropped with `inner` unlocked.
+    fn remove_path(&mut self, now: u64, path_id: u32) -> Result<Option<PeerRef>> {
+        let idx = self
+            .conn
+            .remove_path(now, path_id)
+            .map_err(|e| Error::from_errno(-e.errno()))?;
+        if let Some(slot) = self.paths.get_mut(idx) {
+            *slot = None;
+        }
+        if let Some(st) = self.path_states.get_mut(idx) {
+            *st = PathState::Active;
+        }
+        Ok(self.peers.get_mut(idx).and_then(|p| p.take()))
     }
 
     /// A packet of the peer arrived on the path with this wire id: tells
@@ -782,11 +845,13 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
     };
     // The reply goes back the way the SYN came: size datagrams for that route.
     let mtu = net.source_for(addrs.src).map_or(0, |(_, m)| m);
-    let cfg = net.conn_config(
+    let mut cfg = net.conn_config(
         child.rcvbuf().max(MIN_BUF),
         child.sndbuf().max(MIN_BUF),
         dgram_for(mtu),
     );
+    let opts = listener.state().inner.lock().opts;
+    opts.apply(&mut cfg);
     let (eps, n) = local_endpoints(net, addrs.dst);
     let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
     let now = mrc_sys::now_ns();
@@ -822,6 +887,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         inner.mode = Mode::Connecting;
         inner.orphan = true;
         inner.parent = Some(listener.hold());
+        inner.opts = opts;
         inner.sess = Some(sess);
     });
     Ok(())
@@ -865,6 +931,9 @@ fn first_path_ids() -> PathIds {
         entropy: mrc_sys::param_port(),
     }
 }
+
+/// First path id of the paths the application adds (`MRC_PATH_ADD`).
+const USER_PATH_ID_BASE: u32 = 1 << 24;
 
 /// First UDP source port of the paths of planes, and how many there are.
 const EV_BASE: u16 = 49152;
@@ -1053,11 +1122,12 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         sport: mrc_sys::param_port(),
         dport: mrc_sys::param_port(),
     };
-    let cfg = net.conn_config(
+    let mut cfg = net.conn_config(
         sk.rcvbuf().max(MIN_BUF),
         sk.sndbuf().max(MIN_BUF),
         dgram_for(mtu),
     );
+    sk.state().inner.lock().opts.apply(&mut cfg);
     let (eps, n) = local_endpoints(net, src);
     let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
@@ -1600,4 +1670,181 @@ pub(crate) fn fill_conn(
         }
     }
     Ok(None)
+}
+
+// --- Socket options -----------------------------------------------------------------
+
+/// `setsockopt()` at a level other than `SOL_SOCKET`.
+pub(crate) fn setsockopt(sk: &Sock, level: i32, name: i32, val: &OptIn) -> Result {
+    if level != sockopt::SOL_MRC {
+        return Err(err::no_protocol_option());
+    }
+    let _guard = sk.lock();
+    match name {
+        sockopt::HEARTBEAT_MS => {
+            let ms = val.read_u32()?;
+            if !(1..=sockopt::HEARTBEAT_MS_MAX).contains(&ms) {
+                return Err(EINVAL);
+            }
+            // A running connection takes it at once; `drive` re-arms the
+            // timer for the new deadlines.
+            with_conn(sk, |inner, _| {
+                inner.opts.heartbeat_ms = Some(ms);
+                if let Some(s) = inner.sess.as_deref_mut() {
+                    s.conn.set_heartbeat_busy_ns(u64::from(ms) * 1_000_000);
+                }
+            });
+            Ok(())
+        }
+        sockopt::CC => {
+            let mut buf = [0u8; sockopt::CC_NAME_MAX];
+            let n = val.len().min(sockopt::CC_NAME_MAX - 1);
+            if n == 0 {
+                return Err(EINVAL);
+            }
+            let name = buf.get_mut(..n).ok_or(EINVAL)?;
+            val.read(name)?;
+            let end = name.iter().position(|b| *b == 0).unwrap_or(n);
+            let name = name.get(..end).ok_or(EINVAL)?;
+            let kind = core::str::from_utf8(name)
+                .ok()
+                .and_then(CcKind::from_name)
+                .ok_or(EINVAL)?;
+            let mut inner = sk.state().inner.lock();
+            // Each path's controller holds the state (window, RTT filters)
+            // of one algorithm from the first packet on; switching on a
+            // running connection would have to throw that away on every
+            // path. The choice is made before the connection starts.
+            if !matches!(inner.mode, Mode::Open | Mode::Listening) {
+                return Err(err::is_connected());
+            }
+            inner.opts.cc = Some(kind);
+            Ok(())
+        }
+        sockopt::PATH_ADD => {
+            let mut b = [0u8; PathReq::SIZE];
+            val.read(&mut b)?;
+            path_add(sk, &PathReq::parse(&b)?).map(|_| ())
+        }
+        sockopt::PATH_DEL => path_del(sk, val.read_u32()?),
+        _ => Err(err::no_protocol_option()),
+    }
+}
+
+/// `getsockopt()` at a level other than `SOL_SOCKET`.
+pub(crate) fn getsockopt(sk: &Sock, level: i32, name: i32, out: &OptOut) -> Result {
+    if level != sockopt::SOL_MRC {
+        return Err(err::no_protocol_option());
+    }
+    let len = out.len()?;
+    let _guard = sk.lock();
+    let net = sk.mrc_net();
+    match name {
+        sockopt::HEARTBEAT_MS => {
+            if len < 4 {
+                return Err(EINVAL);
+            }
+            let ms = {
+                let inner = sk.state().inner.lock();
+                match inner.sess.as_deref() {
+                    Some(s) => {
+                        let ns = s.conn.paths().config().heartbeat_busy_ns;
+                        u32::try_from(ns / 1_000_000).unwrap_or(u32::MAX)
+                    }
+                    None => inner
+                        .opts
+                        .heartbeat_ms
+                        .unwrap_or_else(|| net.heartbeat_ms()),
+                }
+            };
+            out.write(&ms.to_ne_bytes())
+        }
+        sockopt::CC => {
+            let kind = {
+                let inner = sk.state().inner.lock();
+                match inner.sess.as_deref() {
+                    Some(s) => s.conn.paths().config().cc,
+                    None => inner.opts.cc.unwrap_or_else(|| net.cc()),
+                }
+            };
+            let mut buf = [0u8; sockopt::CC_NAME_MAX];
+            for (d, c) in buf.iter_mut().zip(kind.name().bytes()) {
+                *d = c;
+            }
+            out.write(buf.get(..len.min(sockopt::CC_NAME_MAX)).unwrap_or(&[]))
+        }
+        sockopt::PATH_ADD => {
+            if len < PathReq::SIZE {
+                return Err(EINVAL);
+            }
+            let mut b = [0u8; PathReq::SIZE];
+            out.read(&mut b)?;
+            let id = path_add(sk, &PathReq::parse(&b)?)?;
+            PathReq::set_path_id(&mut b, id);
+            out.write(&b)
+        }
+        _ => Err(err::no_protocol_option()),
+    }
+}
+
+/// `MRC_PATH_ADD`: adds a path to a connected socket; returns its id.
+fn path_add(sk: &Sock, req: &PathReq) -> Result<u32> {
+    let net = sk.mrc_net();
+    if sk.state().inner.lock().mode != Mode::Connected {
+        return Err(err::not_connected());
+    }
+    let local = if req.local.is_unspecified() {
+        net.source_for(req.remote)?.0
+    } else {
+        req.local
+    };
+    let dport = if req.dport == 0 {
+        mrc_sys::param_port()
+    } else {
+        req.dport
+    };
+    with_conn(sk, |inner, now| {
+        if inner.mode != Mode::Connected {
+            return Err(err::not_connected());
+        }
+        let s = inner.sess.as_deref_mut().ok_or_else(err::not_connected)?;
+        if s.conn.paths().len() >= MAX_PATHS {
+            return Err(ENOSPC);
+        }
+        let path_id = s.user_path_id()?;
+        let sport = if req.sport == 0 {
+            EV_BASE.wrapping_add((path_id % EV_SPAN) as u16)
+        } else {
+            req.sport
+        };
+        let addr = PathAddr {
+            local,
+            remote: req.remote,
+            sport,
+            dport,
+        };
+        if s.paths.iter().flatten().any(|p| *p == addr) {
+            return Err(EEXIST);
+        }
+        let ids = PathIds {
+            path_id,
+            plane: 0,
+            entropy: sport,
+        };
+        s.add_path(net, now, ids, addr, req.backup)?;
+        Ok(path_id)
+    })
+}
+
+/// `MRC_PATH_DEL`: removes a path of a connected socket.
+fn path_del(sk: &Sock, path_id: u32) -> Result {
+    let peer = with_conn(sk, |inner, now| {
+        if inner.mode != Mode::Connected {
+            return Err(err::not_connected());
+        }
+        let s = inner.sess.as_deref_mut().ok_or_else(err::not_connected)?;
+        s.remove_path(now, path_id)
+    })?;
+    drop(peer);
+    Ok(())
 }

@@ -16,7 +16,7 @@ use core::{
 };
 use kernel::{
     error::{from_err_ptr, from_result, to_result, Error},
-    ffi::{c_int, c_uint},
+    ffi::{c_char, c_int, c_uint},
     prelude::*,
     str::CStr,
     types::Opaque,
@@ -105,6 +105,10 @@ pub(crate) mod err {
     /// The peer reset the connection.
     pub(crate) fn connection_reset() -> Error {
         errno(bindings::ECONNRESET)
+    }
+    /// Unknown socket option or option level.
+    pub(crate) fn no_protocol_option() -> Error {
+        errno(bindings::ENOPROTOOPT)
     }
 }
 
@@ -1672,6 +1676,224 @@ unsafe extern "C" fn op_recvmsg(
     }
 }
 
+/// `proto_ops::setsockopt`; `SOL_SOCKET` never comes here (the socket layer
+/// handles it).
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and the caller's option
+/// value of `optlen` bytes.
+unsafe extern "C" fn op_setsockopt(
+    sock: *mut bindings::socket,
+    level: c_int,
+    optname: c_int,
+    optval: bindings::sockptr_t,
+    optlen: c_uint,
+) -> c_int {
+    let val = OptIn {
+        val: optval,
+        len: optlen as usize,
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            crate::mrc_sock::setsockopt(sk, level, optname, &val).map(|()| 0)
+        })
+    }
+}
+
+/// `proto_ops::getsockopt` for levels other than `SOL_SOCKET`.
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket and the caller's user
+/// space pointers to the option value and its length.
+unsafe extern "C" fn op_getsockopt(
+    sock: *mut bindings::socket,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_char,
+    optlen: *mut c_int,
+) -> c_int {
+    let out = OptOut {
+        val: optval.cast(),
+        len: optlen,
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            crate::mrc_sock::getsockopt(sk, level, optname, &out).map(|()| 0)
+        })
+    }
+}
+
+/// The value of a `setsockopt()` call.
+///
+/// # Invariants
+///
+/// `val` is the socket layer's pointer (user or kernel) to `len` bytes.
+pub(crate) struct OptIn {
+    val: bindings::sockptr_t,
+    len: usize,
+}
+
+impl OptIn {
+    /// The length the caller passed (`optlen`).
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Copies the first `buf.len()` bytes of the value; `EINVAL` if the
+    /// value is shorter.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> Result {
+        if buf.len() > self.len {
+            return Err(EINVAL);
+        }
+        // SAFETY: `buf` is writable for `buf.len()` bytes, which the value
+        // has (type invariant); `copy_from_sockptr` checks user addresses.
+        to_result(unsafe {
+            bindings::mrc_copy_from_sockptr(buf.as_mut_ptr().cast(), self.val, buf.len())
+        })
+    }
+
+    /// Reads a `u32` value (`EINVAL` if `optlen` is shorter).
+    pub(crate) fn read_u32(&self) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read(&mut b)?;
+        Ok(u32::from_ne_bytes(b))
+    }
+}
+
+/// The user space buffer and length of a `getsockopt()` call.
+///
+/// # Invariants
+///
+/// `val` and `len` are the user space pointers the socket layer passed.
+pub(crate) struct OptOut {
+    val: *mut u8,
+    len: *mut c_int,
+}
+
+impl OptOut {
+    /// The room the caller offers (`*optlen`); `EINVAL` if negative.
+    pub(crate) fn len(&self) -> Result<usize> {
+        let mut n: c_int = 0;
+        // SAFETY: `len` is a user pointer (type invariant); `get_user`
+        // checks it.
+        to_result(unsafe { bindings::mrc_get_user_int(&mut n, self.len) })?;
+        usize::try_from(n).map_err(|_| EINVAL)
+    }
+
+    /// Reads the first `buf.len()` bytes the caller put in the buffer (for
+    /// options that take a request and return an answer in the same place).
+    /// The caller checks [`OptOut::len`] first.
+    pub(crate) fn read(&self, buf: &mut [u8]) -> Result {
+        // SAFETY: `buf` is writable for its length; `val` is a user pointer
+        // (type invariant) that `copy_from_user` checks.
+        to_result(unsafe {
+            bindings::mrc_copy_from_user(buf.as_mut_ptr().cast(), self.val.cast(), buf.len())
+        })
+    }
+
+    /// Writes `data` to the buffer and its length to `*optlen`. The caller
+    /// checks that `data` fits in [`OptOut::len`].
+    pub(crate) fn write(&self, data: &[u8]) -> Result {
+        let n = c_int::try_from(data.len()).map_err(|_| EINVAL)?;
+        // SAFETY: `data` is readable for its length; `val` and `len` are
+        // user pointers (type invariant) that `copy_to_user` and `put_user`
+        // check.
+        unsafe {
+            to_result(bindings::mrc_copy_to_user(
+                self.val.cast(),
+                data.as_ptr().cast(),
+                data.len(),
+            ))?;
+            to_result(bindings::mrc_put_user_int(self.len, n))
+        }
+    }
+}
+
+/// Socket option names and limits at level `SOL_MRC` (uapi header).
+pub(crate) mod sockopt {
+    use super::bindings;
+    /// The option level of MRC.
+    pub(crate) const SOL_MRC: i32 = bindings::SOL_MRC as i32;
+    /// Busy heartbeat in milliseconds (`u32`).
+    pub(crate) const HEARTBEAT_MS: i32 = bindings::MRC_HEARTBEAT_MS as i32;
+    /// Congestion controller name.
+    pub(crate) const CC: i32 = bindings::MRC_CC as i32;
+    /// Add a path (`struct mrc_path_req`).
+    pub(crate) const PATH_ADD: i32 = bindings::MRC_PATH_ADD as i32;
+    /// Remove a path (`u32` path id).
+    pub(crate) const PATH_DEL: i32 = bindings::MRC_PATH_DEL as i32;
+    /// Largest `MRC_HEARTBEAT_MS`.
+    pub(crate) const HEARTBEAT_MS_MAX: u32 = bindings::MRC_HEARTBEAT_MS_MAX;
+    /// Room for a congestion controller name, NUL included.
+    pub(crate) const CC_NAME_MAX: usize = bindings::MRC_CC_NAME_MAX as usize;
+}
+
+/// A parsed `struct mrc_path_req`.
+pub(crate) struct PathReq {
+    /// Local address; unspecified means the route's source.
+    pub(crate) local: IpAddr,
+    /// The peer's address.
+    pub(crate) remote: IpAddr,
+    /// UDP source port; 0 means pick one.
+    pub(crate) sport: u16,
+    /// The peer's UDP port; 0 means the MRC UDP port.
+    pub(crate) dport: u16,
+    /// `MRC_PATH_F_BACKUP`.
+    pub(crate) backup: bool,
+}
+
+impl PathReq {
+    /// Size of `struct mrc_path_req`.
+    pub(crate) const SIZE: usize = size_of::<bindings::mrc_path_req>();
+
+    /// Parses the request; `EINVAL` for an unknown family or flag, a
+    /// non-zero path id or reserved field, or an unspecified remote address.
+    pub(crate) fn parse(b: &[u8; Self::SIZE]) -> Result<Self> {
+        // SAFETY: `mrc_path_req` is plain integers and byte arrays, valid
+        // for any bytes, and `b` has its size; the read is unaligned.
+        let r = unsafe { ptr::read_unaligned(b.as_ptr().cast::<bindings::mrc_path_req>()) };
+        let flags = u32::from(r.mpr_flags);
+        if r.mpr_path_id != 0 || r.mpr_reserved != 0 || flags & !bindings::MRC_PATH_F_BACKUP != 0 {
+            return Err(EINVAL);
+        }
+        let ip = |a: [u8; 16]| match u32::from(r.mpr_family) {
+            bindings::AF_INET => {
+                let mut v4 = [0u8; 4];
+                v4.copy_from_slice(a.get(..4).unwrap_or(&[0; 4]));
+                Ok(IpAddr::V4(v4))
+            }
+            bindings::AF_INET6 => Ok(IpAddr::V6(a)),
+            _ => Err(EINVAL),
+        };
+        let req = PathReq {
+            local: ip(r.mpr_local)?,
+            remote: ip(r.mpr_remote)?,
+            sport: r.mpr_sport,
+            dport: r.mpr_dport,
+            backup: flags & bindings::MRC_PATH_F_BACKUP != 0,
+        };
+        if req.remote.is_unspecified() {
+            return Err(EINVAL);
+        }
+        Ok(req)
+    }
+
+    /// Puts `path_id` into the request bytes `b` (the answer of a
+    /// `getsockopt(MRC_PATH_ADD)`).
+    pub(crate) fn set_path_id(b: &mut [u8; Self::SIZE], path_id: u32) {
+        if let Some(d) = b.get_mut(..4) {
+            d.copy_from_slice(&path_id.to_ne_bytes());
+        }
+    }
+}
+
+// `mpr_path_id` is the first field.
+const _: () = assert!(core::mem::offset_of!(bindings::mrc_path_req, mpr_path_id) == 0);
+
 /// `MSG_*` flags of `sendmsg`/`recvmsg`.
 pub(crate) mod msg_flags {
     use super::bindings;
@@ -1833,6 +2055,8 @@ impl FamilyRegistration {
             ops.shutdown = Some(op_shutdown);
             ops.sendmsg = Some(op_sendmsg);
             ops.recvmsg = Some(op_recvmsg);
+            ops.setsockopt = Some(op_setsockopt);
+            ops.getsockopt = Some(op_getsockopt);
             ops.mmap = Some(bindings::sock_no_mmap);
 
             let fam = &mut *FAMILY_OPS.as_ptr();

@@ -13,6 +13,7 @@
 #include <linux/udp.h>
 #include <linux/eventpoll.h>
 #include <linux/skbuff.h>
+#include <linux/sockptr.h>
 #include <linux/spinlock_types.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
@@ -122,5 +123,10 @@ u64 mrc_sock_cookie(const struct sock *sk);
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net);
 struct sk_buff *mrc_genlmsg_new_atomic(void);
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb);
+int mrc_copy_from_sockptr(void *dst, sockptr_t src, size_t size);
+int mrc_get_user_int(int *dst, int __user *src);
+int mrc_put_user_int(int __user *dst, int val);
+int mrc_copy_to_user(void __user *dst, const void *src, size_t size);
+int mrc_copy_from_user(void *dst, const void __user *src, size_t size);
 
 #endif /* _MRC_HELPERS_H */

@@ -7,8 +7,10 @@
 # MSG_DONTWAIT, MSG_PEEK, MSG_TRUNC (flag and return value), 1 MiB messages,
 # shutdown in both directions (EOF, POLLRDHUP, EPIPE), ECONNRESET from a
 # SO_LINGER 0 close, SO_RCVTIMEO, EINTR, SO_SNDBUF, MSG_WAITALL. IPv4 and
-# IPv6. A lingering close (SO_LINGER on, non-zero timeout) waits for the
-# peer's acknowledgement of every message and the FIN.
+# IPv6. The SOL_MRC options (MRC_HEARTBEAT_MS, MRC_CC, MRC_PATH_ADD,
+# MRC_PATH_DEL) and their errors. A lingering close (SO_LINGER on,
+# non-zero timeout) waits for the peer's acknowledgement of every message
+# and the FIN.
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_require_root
@@ -29,6 +31,19 @@ for fam in 4 6; do
 	wait $pid
 	mrc_check "IPv$fam server done" 0 $?
 	mrc_check "IPv$fam server received the half-close message" 1 "$(grep -c "halfclose got b'still'" "$out")"
+	rm -f "$out"
+
+	# SOL_MRC options: round trips, errors, inheritance by accepted
+	# sockets, and a connection whose original paths are all replaced by
+	# an added one.
+	out=$(mktemp)
+	ip netns exec "$A" $MRC_UTIL sockopt-server "$srv" 5002 >"$out" 2>&1 &
+	pid=$!
+	mrc_wait_for 30 grep -q listening "$out"
+	ip netns exec "$B" $MRC_UTIL sockopt-client "$srv" 5002 --local "$cli" | sed 's/^/  /'
+	mrc_check "SOL_MRC socket options over IPv$fam" 0 "${PIPESTATUS[0]}"
+	wait $pid
+	mrc_check "IPv$fam sockopt server done" 0 $?
 	rm -f "$out"
 done
 

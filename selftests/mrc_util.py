@@ -486,6 +486,192 @@ def cmd_linger_client(args):
           f"close took {time.monotonic() - t0:.3f} s", flush=True)
 
 
+# --- SOL_MRC socket options -------------------------------------------------
+
+SOL_MRC = 299
+MRC_HEARTBEAT_MS = 1
+MRC_CC = 2
+MRC_PATH_ADD = 3
+MRC_PATH_DEL = 4
+MRC_PATH_F_BACKUP = 1
+PATH_REQ = struct.Struct("=IHHHHI16s16s")  # struct mrc_path_req, 48 bytes
+
+
+def ip_raw(ip):
+    if ":" in ip:
+        return socket.AF_INET6, socket.inet_pton(socket.AF_INET6, ip)
+    return socket.AF_INET, socket.inet_aton(ip) + bytes(12)
+
+
+def path_req(local, remote, sport=0, dport=0, flags=0, af=None, path_id=0, reserved=0):
+    fam, lraw = ip_raw(local)
+    _, rraw = ip_raw(remote)
+    return PATH_REQ.pack(path_id, fam if af is None else af, flags, sport, dport, reserved,
+                         lraw, rraw)
+
+
+def path_add(s, req):
+    """getsockopt(MRC_PATH_ADD): adds a path and returns its id."""
+    buf = ctypes.create_string_buffer(req, len(req))
+    ln = ctypes.c_int(len(req))
+    libc_call(LIBC.getsockopt, s.fileno(), SOL_MRC, MRC_PATH_ADD, buf, ctypes.byref(ln))
+    if ln.value != PATH_REQ.size:
+        raise OSError(errno.EPROTO, f"optlen {ln.value}")
+    return struct.unpack_from("=I", buf.raw)[0]
+
+
+def path_del(s, path_id):
+    s.setsockopt(SOL_MRC, MRC_PATH_DEL, struct.pack("=I", path_id))
+
+
+def get_hb(s):
+    return struct.unpack("=I", s.getsockopt(SOL_MRC, MRC_HEARTBEAT_MS, 4))[0]
+
+
+def set_hb(s, ms):
+    s.setsockopt(SOL_MRC, MRC_HEARTBEAT_MS, struct.pack("=I", ms))
+
+
+def get_cc(s):
+    return s.getsockopt(SOL_MRC, MRC_CC, 16).rstrip(b"\0").decode()
+
+
+def cmd_sockopt_server(args):
+    """A listener with MRC_HEARTBEAT_MS 7 and MRC_CC reno. Commands per
+    connection: "opts" answers the accepted socket's options, "echo" echoes
+    messages to EOF, "quit" ends."""
+    lst = mrc_socket()
+    set_hb(lst, 7)
+    lst.setsockopt(SOL_MRC, MRC_CC, b"reno")
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(8)
+    print("listening", flush=True)
+    while True:
+        c = mrc_accept(lst)
+        cmd = c.recv(64)
+        if cmd == b"opts":
+            c.send(f"{get_hb(c)} {get_cc(c)}".encode())
+            c.recv(64)
+        elif cmd == b"echo":
+            while True:
+                m = c.recv(MRC_MAX_MSG)
+                if not m:
+                    break
+                c.send(m)
+        elif cmd == b"quit":
+            c.close()
+            break
+        c.close()
+    lst.close()
+
+
+def cmd_sockopt_client(args):
+    """Checks every SOL_MRC option and error against sockopt-server, then
+    replaces a connection's paths by an added one and transfers over it."""
+    ck = Checker()
+    srv, port, cli = args.addr, args.port, args.local
+    unspec = "::" if ":" in srv else "0.0.0.0"
+    req = path_req(cli, srv, sport=50000)
+
+    s = mrc_socket()
+    ck.check("heartbeat default", get_hb(s), 1)
+    ck.check("cc default", get_cc(s), "delay")
+    ck.errno_of("heartbeat 0", lambda: set_hb(s, 0), errno.EINVAL)
+    ck.errno_of("heartbeat 60001", lambda: set_hb(s, 60001), errno.EINVAL)
+    ck.errno_of("heartbeat short optlen", lambda: s.setsockopt(SOL_MRC, MRC_HEARTBEAT_MS, b"\x05\x00"), errno.EINVAL)
+    ck.errno_of("get heartbeat short optlen", lambda: s.getsockopt(SOL_MRC, MRC_HEARTBEAT_MS, 2), errno.EINVAL)
+    set_hb(s, 60000)
+    ck.check("heartbeat 60000", get_hb(s), 60000)
+    set_hb(s, 250)
+    ck.check("heartbeat 250", get_hb(s), 250)
+    ck.errno_of("cc unknown", lambda: s.setsockopt(SOL_MRC, MRC_CC, b"cubic"), errno.EINVAL)
+    ck.errno_of("cc empty", lambda: s.setsockopt(SOL_MRC, MRC_CC, b""), errno.EINVAL)
+    s.setsockopt(SOL_MRC, MRC_CC, b"reno\0")
+    ck.check("cc reno", get_cc(s), "reno")
+    ck.check("cc short buffer", s.getsockopt(SOL_MRC, MRC_CC, 2), b"re")
+    ck.errno_of("set wrong level", lambda: s.setsockopt(SOL_MRC - 1, MRC_HEARTBEAT_MS, struct.pack("=I", 5)), errno.ENOPROTOOPT)
+    ck.errno_of("get wrong level", lambda: s.getsockopt(SOL_MRC - 1, MRC_HEARTBEAT_MS, 4), errno.ENOPROTOOPT)
+    ck.errno_of("set unknown option", lambda: s.setsockopt(SOL_MRC, 99, struct.pack("=I", 5)), errno.ENOPROTOOPT)
+    ck.errno_of("get unknown option", lambda: s.getsockopt(SOL_MRC, 99, 4), errno.ENOPROTOOPT)
+    ck.errno_of("get path-del", lambda: s.getsockopt(SOL_MRC, MRC_PATH_DEL, 4), errno.ENOPROTOOPT)
+    ck.errno_of("path-add unconnected", lambda: s.setsockopt(SOL_MRC, MRC_PATH_ADD, req), errno.ENOTCONN)
+    ck.errno_of("get path-add unconnected", lambda: path_add(s, req), errno.ENOTCONN)
+    ck.errno_of("path-del unconnected", lambda: path_del(s, 0), errno.ENOTCONN)
+    ck.errno_of("path-add short optlen", lambda: s.setsockopt(SOL_MRC, MRC_PATH_ADD, req[:40]), errno.EINVAL)
+    ck.errno_of("get path-add short optlen", lambda: path_add(s, req[:40]), errno.EINVAL)
+    ck.errno_of("path-del short optlen", lambda: s.setsockopt(SOL_MRC, MRC_PATH_DEL, b"\0\0"), errno.EINVAL)
+
+    # Accepted sockets inherit the listener's options.
+    c = mrc_socket()
+    mrc_connect(c, srv, port)
+    c.send(b"opts")
+    ck.check("accepted socket inherits the listener's options", c.recv(64), b"7 reno")
+    ck.check("client keeps the namespace defaults", (get_hb(c), get_cc(c)), (1, "delay"))
+    c.close()
+
+    # The options set before connect are the connection's.
+    mrc_connect(s, srv, port)
+    s.send(b"echo")
+    ck.check("heartbeat after connect", get_hb(s), 250)
+    ck.check("cc after connect", get_cc(s), "reno")
+    ck.errno_of("cc after connect", lambda: s.setsockopt(SOL_MRC, MRC_CC, b"delay"), errno.EISCONN)
+    set_hb(s, 40)
+    ck.check("heartbeat changed on the running connection", get_hb(s), 40)
+
+    # Paths.
+    ck.errno_of("path-add bad family", lambda: path_add(s, path_req(cli, srv, af=99)), errno.EINVAL)
+    ck.errno_of("path-add bad flags", lambda: path_add(s, path_req(cli, srv, flags=2)), errno.EINVAL)
+    ck.errno_of("path-add reserved", lambda: path_add(s, path_req(cli, srv, reserved=1)), errno.EINVAL)
+    ck.errno_of("path-add path id set", lambda: path_add(s, path_req(cli, srv, path_id=5)), errno.EINVAL)
+    ck.errno_of("path-add unspecified remote", lambda: path_add(s, path_req(cli, unspec)), errno.EINVAL)
+    new = path_add(s, req)
+    ck.check("path-add returns a fresh id", new >= 1 << 24, True)
+    ck.errno_of("path-add duplicate", lambda: path_add(s, req), errno.EEXIST)
+    s.setsockopt(SOL_MRC, MRC_PATH_ADD, path_req(unspec, srv, sport=50001, flags=MRC_PATH_F_BACKUP))
+    ck.errno_of("path-del unknown id", lambda: path_del(s, 12345), errno.ENOENT)
+    gone = []
+    for pid in range(64):
+        try:
+            path_del(s, pid)
+            gone.append(pid)
+        except OSError as e:
+            if e.errno != errno.ENOENT:
+                raise
+    print(f"# deleted the original paths {gone}")
+    ck.check("original path 0 deleted", 0 in gone, True)
+    path_del(s, new + 1)
+    ck.errno_of("path-del last path", lambda: path_del(s, new), errno.EBUSY)
+
+    # Only the added path is left: messages still arrive, byte for byte.
+    for size in (1, 5000, 300000):
+        m = os.urandom(size)
+        s.send(m)
+        ck.check(f"echo of {size} bytes over the added path", s.recv(MRC_MAX_MSG) == m, True)
+
+    # The path table holds 256 paths.
+    ids, err = [], None
+    for i in range(300):
+        try:
+            ids.append(path_add(s, path_req(cli, srv, sport=51000 + i)))
+        except OSError as e:
+            err = errno.errorcode.get(e.errno, e.errno)
+            break
+    ck.check("path-add on a full table", (len(ids), err), (255, "ENOSPC"))
+    for pid in ids:
+        path_del(s, pid)
+    m = os.urandom(100000)
+    s.send(m)
+    ck.check("echo after removing 255 paths", s.recv(MRC_MAX_MSG) == m, True)
+    s.close()
+
+    q = mrc_socket()
+    mrc_connect(q, srv, port)
+    q.send(b"quit")
+    q.close()
+    print(f"sockopt checks failed: {ck.failed}")
+    sys.exit(1 if ck.failed else 0)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -511,6 +697,12 @@ def main():
     c.add_argument("--classes", default=",".join(CLASSES))
     c.set_defaults(fn=cmd_garbage)
     for name, fn in (("api-server", cmd_api_server), ("api-client", cmd_api_client)):
+        c = sub.add_parser(name)
+        c.add_argument("addr")
+        c.add_argument("port", type=int)
+        c.add_argument("--local", default="")
+        c.set_defaults(fn=fn)
+    for name, fn in (("sockopt-server", cmd_sockopt_server), ("sockopt-client", cmd_sockopt_client)):
         c = sub.add_parser(name)
         c.add_argument("addr")
         c.add_argument("port", type=int)

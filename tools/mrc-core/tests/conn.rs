@@ -7,8 +7,8 @@
 use std::mem::MaybeUninit;
 
 use mrc_core::mrc_conn::{
-    self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, SendError, State,
-    Transmit, MIN_TX_BUF, WINDOW,
+    self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
+    SendError, State, Transmit, MIN_TX_BUF, WINDOW,
 };
 use mrc_core::mrc_path::{PathConfig, PathIds, PathState};
 use mrc_core::mrc_proto::{
@@ -1721,4 +1721,80 @@ fn struct_size_is_documented() {
     eprintln!("size_of::<Conn>() = {size}");
     assert!(size < 160 * 1024, "Conn is {size} bytes");
     assert_eq!(WINDOW, 1024);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Paths added and removed while the connection runs
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn removed_path_resends_its_packets_on_the_others() {
+    let (mut client, mut server) = established();
+    let second = client
+        .paths_mut()
+        .add(
+            40 * US,
+            PathIds {
+                path_id: 8,
+                plane: 0,
+                entropy: 2,
+            },
+            false,
+        )
+        .unwrap();
+    assert_eq!(
+        client.remove_path(40 * US, 99),
+        Err(RemovePathError::NotFound)
+    );
+    let len = 3 * MSS as u32;
+    client.send_message(len).unwrap();
+    let first = drain_tx(&mut client, 50 * US);
+    let on_first = first
+        .iter()
+        .filter(|(t, _)| t.path == 0 && t.data.is_some())
+        .count();
+    assert!(on_first > 0, "nothing in flight on the path to remove");
+    let lost_before = client.stats().path_losses;
+    assert_eq!(client.remove_path(60 * US, PATH_ID), Ok(0));
+    assert!(client.paths().find(PATH_ID).is_none());
+    assert_eq!(client.paths().len(), 1);
+    // Everything in flight on the removed path counts as lost at once...
+    assert_eq!(client.stats().path_losses - lost_before, on_first as u64);
+    // ...and goes out again on the remaining path.
+    let resent = drain_tx(&mut client, 60 * US);
+    let data: Vec<_> = resent.iter().filter(|(t, _)| t.data.is_some()).collect();
+    assert_eq!(data.len(), on_first);
+    for (t, _) in &data {
+        assert_eq!(t.path, second);
+        assert!(t.data.is_some_and(|d| d.retransmit));
+    }
+    // The packets sent on the removed path never arrive: the server gets only those of the
+    // remaining path and the retransmissions, and still has the whole message.
+    for (_, b) in first.iter().filter(|(t, _)| t.path != 0) {
+        feed(&mut server, 70 * US, b);
+    }
+    for (_, b) in &resent {
+        feed(&mut server, 70 * US, b);
+    }
+    let got: Vec<u32> = messages(&events(&mut server)).iter().map(|m| m.2).collect();
+    assert_eq!(got, vec![len]);
+    exchange(&mut client, &mut server, 80 * US);
+    assert!(client.all_acked());
+    // The last path stays.
+    assert_eq!(
+        client.remove_path(90 * US, 8),
+        Err(RemovePathError::LastPath)
+    );
+    assert_eq!(RemovePathError::LastPath.errno(), 16);
+    assert_eq!(RemovePathError::NotFound.errno(), 2);
+}
+
+#[test]
+fn heartbeat_changes_on_a_running_connection() {
+    let (mut client, _server) = established();
+    client.set_heartbeat_busy_ns(25 * MS);
+    assert_eq!(client.config().path.heartbeat_busy_ns, 25 * MS);
+    assert_eq!(client.paths().config().heartbeat_busy_ns, 25 * MS);
+    client.set_heartbeat_busy_ns(0);
+    assert_eq!(client.paths().config().heartbeat_busy_ns, 1);
 }

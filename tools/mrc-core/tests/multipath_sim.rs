@@ -258,3 +258,43 @@ fn idle_connection_probes_failed_paths_slowly() {
     assert_eq!(sim.nodes[1].received.len(), 32, "{}", describe(&sim));
     assert!(sim.nodes[0].conn.error().is_none());
 }
+
+/// A path removed mid-transfer while its last packets are lost: those packets are resent on
+/// the other path and every message arrives.
+#[test]
+fn path_removed_mid_transfer() {
+    for seed in 0..8 {
+        let mut cfg = SimCfg::clean(seed, 2, 100 * US);
+        for (c2s, s2c) in cfg.paths.iter_mut() {
+            for l in [c2s, s2c] {
+                l.rate_bps = 6_250_000;
+                l.jitter_ns = 20 * US;
+            }
+        }
+        // From 300 us before the removal on, the removed path drops what the client sends,
+        // so what is in flight on it at the removal never arrives.
+        let at = 50 * MS;
+        cfg.paths[0].0.outages.push((at - 300 * US, u64::MAX));
+        let mut sim = Sim::new(cfg);
+        send_mib(&mut sim, 4);
+        let id = common::path_id(0);
+        let reached = sim.run_until(|s| {
+            s.now >= at
+                && s.nodes[0]
+                    .conn
+                    .paths()
+                    .find(id)
+                    .and_then(|i| s.nodes[0].conn.paths().get(i))
+                    .is_some_and(|p| p.inflight() > 0)
+        });
+        assert!(reached, "no data in flight on path 0\n{}", describe(&sim));
+        let now = sim.now;
+        let before = sim.nodes[0].conn.stats().path_losses;
+        assert_eq!(sim.nodes[0].conn.remove_path(now, id), Ok(0));
+        assert!(sim.nodes[0].conn.stats().path_losses > before);
+        sim.service(0);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        assert!(sim.nodes[0].conn.paths().find(id).is_none());
+    }
+}

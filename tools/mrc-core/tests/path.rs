@@ -835,3 +835,25 @@ fn any_packet_on_a_busy_path_restarts_its_silence_clock() {
     t.on_heard(0, 2 * MS);
     assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
 }
+
+#[test]
+fn busy_heartbeat_changes_take_effect_at_once() {
+    // Path 0 is busy and was just heard from; path 1 is idle and was last
+    // heard at 0, so it is due for its busy heartbeat (1 ms) long ago.
+    let mut t = primed(2);
+    t.on_sent(0, 0, MSS, false);
+    t.on_heard(0, 10 * MS);
+    assert_eq!(t.next_timer(10 * MS), Some(10 * MS));
+    // A 50 ms heartbeat puts path 1's probe at 50 ms: next comes path 0's
+    // silence deadline, one probe timeout (1 ms) after it was heard.
+    t.set_heartbeat_busy_ns(50 * MS);
+    assert_eq!(t.config().heartbeat_busy_ns, 50 * MS);
+    assert_eq!(t.next_timer(10 * MS), Some(11 * MS));
+    assert!(!t.on_tick(10 * MS).probe.contains(1));
+    // Back to 1 ms: path 1 is due again.
+    t.set_heartbeat_busy_ns(MS);
+    assert_eq!(t.next_timer(10 * MS), Some(10 * MS));
+    assert!(t.on_tick(10 * MS).probe.contains(1));
+    t.set_heartbeat_busy_ns(0);
+    assert_eq!(t.config().heartbeat_busy_ns, 1);
+}
