@@ -1050,7 +1050,10 @@ pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
         match mrc_sock::fill_conn(&sk, m, generation, 0, true)? {
             None => Ok(()),
             // Too many paths for one message; a dump splits them.
-            Some(_) => Err(mrc_sys::err::message_too_long()),
+            Some(_) => {
+                info.set_err_msg(c_str!("too many paths for one message; dump conn-get"));
+                Err(mrc_sys::err::message_too_long())
+            }
         }
     })
 }

@@ -4,10 +4,15 @@
 # Generic netlink family "mrc": stats-get through mrc-status and through the
 # kernel tree's own ynl client equal /proc/net/mrc exactly, per namespace;
 # param-get/param-set and the endpoint table per namespace with policy and
-# extack errors; changes
-# need CAP_NET_ADMIN; a missing module is reported as such.
+# extack errors; changes need CAP_NET_ADMIN; conn-get dumps of live
+# connections over two planes on both ends (counts, paths, growing byte
+# counters), isolated from a namespace without connections; conn-get of
+# unknown connections and malformed conn-get requests fail with errno and
+# extack; a missing module is reported as such.
 #
 #   ns a  veth-a 10.77.0.1  <--->  veth-b 10.77.0.2  ns b
+#   ns x  vx1    10.79.1.1  <--->  vy1    10.79.1.2  ns y   (live connections)
+#         vx2    10.79.2.1  <--->  vy2    10.79.2.2         ns c (none)
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_require_root
@@ -126,6 +131,180 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 		$MRC_PY -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)
 	mrc_check "ynl cli.py endpoint-get dump" 16 "$out"
 fi
+
+# Live connections, in namespaces of their own: y opens $nconn connections
+# to x and keeps sending on them, over two planes (two veth pairs, both
+# offered as endpoints on both sides), so every connection has 2 x 4 paths
+# (ev_per_plane 4) plus the handshake's path, seen from either end. c has
+# the module but no connection.
+echo "# live connections from ${SECONDS}s"
+nconn=3
+npath=9
+tmp=$(mktemp -d)
+mrc_netns_add x
+mrc_netns_add y
+mrc_netns_add c
+for p in 1 2; do
+	ip link add "vx$p" netns "$x" type veth peer name "vy$p" netns "$y"
+	ip -n "$x" addr add "10.79.$p.1/24" dev "vx$p"
+	ip -n "$y" addr add "10.79.$p.2/24" dev "vy$p"
+	ip -n "$x" link set "vx$p" up
+	ip -n "$y" link set "vy$p" up
+	ip netns exec "$x" "$MRC_STATUS" endpoint add "10.79.$p.1"
+	ip netns exec "$y" "$MRC_STATUS" endpoint add "10.79.$p.2"
+done
+ip netns exec "$x" $MRC_UTIL hold-server 10.79.1.1 9000 "$nconn" --timeout 60 >"$tmp/server" 2>&1 &
+spid=$!
+mrc_wait_for 120 grep -q listening "$tmp/server"
+ip netns exec "$y" $MRC_UTIL hold-client 10.79.1.1 9000 "$nconn" --send 16384 --cookies >"$tmp/client" 2>&1 &
+cpid=$!
+mrc_wait_for 120 grep -q "^cookies" "$tmp/client"
+mrc_check "$nconn connections up" "up $nconn of $nconn" "$(grep -o "^up [0-9]* of [0-9]*" "$tmp/client")"
+ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/y1"
+sleep 1
+ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/y2"
+ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/x"
+
+# More requests while the connections run: the dumps and stats of c, and
+# conn-get (do) of the first connection in y by session id, by cookie, and
+# by session id from c.
+read -r sid cookie <<<"$(grep -o '"session_id":"[0-9a-f]*","cookie":[0-9]*' "$tmp/y2" |
+	head -n 1 | sed 's/"session_id":"\([0-9a-f]*\)","cookie":\([0-9]*\)/\1 \2/')"
+ip netns exec "$c" "$MRC_STATUS" --json conns >"$tmp/c-conns"
+ip netns exec "$c" "$MRC_STATUS" --json stats >"$tmp/c-stats"
+ip netns exec "$y" "$MRC_STATUS" --json paths "$sid" >"$tmp/by-sid"
+ip netns exec "$y" "$MRC_STATUS" --json show --cookie "$cookie" >"$tmp/by-cookie"
+ip netns exec "$c" "$MRC_STATUS" paths "$sid" >"$tmp/c-sid" 2>&1
+echo "rc $?" >>"$tmp/c-sid"
+
+# One pass over the JSON documents: "KEY: VALUE" lines in $tmp/summary.
+$MRC_PY - "$tmp" >"$tmp/summary" 2>&1 <<'PY'
+import json, sys
+tmp = sys.argv[1]
+def load(name):
+    try:
+        return json.load(open(f"{tmp}/{name}"))
+    except Exception as e:
+        return {"connections": [], "conns": f"bad {name}: {e}", "rx_packets": "-"}
+def conns(name):
+    return load(name)["connections"]
+def out(key, value):
+    print(f"{key}: {value}")
+for side, port in (("x", "local_port"), ("y2", "remote_port")):
+    d = conns(side)
+    out(side, " ".join([str(len(d)), ",".join(str(len(c["paths"])) for c in d) or "-",
+                        "/".join(sorted({c["state"] for c in d})) or "-",
+                        "port=" + "/".join(sorted({str(c[port]) for c in d}))]))
+    out(side + " sessions", " ".join(sorted(c["session_id"] for c in d)))
+out("y2 cookies", " ".join(str(c) for c in sorted(c["cookie"] or 0 for c in conns("y2"))))
+def grew(field, plane=None):
+    one, two = ({c["session_id"]: c for c in conns(n)} for n in ("y1", "y2"))
+    bad = []
+    for sid, c2 in sorted(two.items()):
+        c1 = one.get(sid)
+        if c1 is None:
+            bad.append(sid + ":new")
+            continue
+        if plane is None:
+            v1, v2 = c1[field], c2[field]
+        else:
+            v1, v2 = (sum(p[field] or 0 for p in c["paths"] if p["local_addr"].startswith(plane))
+                      for c in (c1, c2))
+        if not v2 > v1:
+            bad.append(f"{sid}:{v1}->{v2}")
+    return "grew" if two and not bad else " ".join(bad) or "none"
+out("tx_bytes", grew("tx_bytes"))
+for field in ("bytes_sent", "bytes_acked"):
+    for plane in ("10.79.1.", "10.79.2."):
+        out(f"{field} {plane}", grew(field, plane))
+out("c conns", len(conns("c-conns")))
+s = load("c-stats")
+out("c stats", f"{s['conns']} {s['rx_packets']}")
+for how in ("by-sid", "by-cookie"):
+    out(how, " ".join([str(len(conns(how)))] + [f"{c['session_id']} {len(c['paths'])}"
+                                                 for c in conns(how)]))
+out("c sid", open(f"{tmp}/c-sid").read().split("\n")[-2])
+PY
+got() { sed -n "s/^$1: //p" "$tmp/summary"; }
+
+# Both ends list exactly the same $nconn sessions, established, with
+# $npath paths each; x is the accepting end (local port 9000). The
+# cookies are those the client's sockets report.
+want="$nconn $(yes "$npath" | head -n "$nconn" | paste -sd,) established port=9000"
+mrc_check "conns in y: connections, paths each, state" "$want" "$(got y2)"
+mrc_check "conns in x: connections, paths each, state" "$want" "$(got x)"
+mrc_check "x and y list the same sessions" "$(got 'y2 sessions')" "$(got 'x sessions')"
+mrc_check "y: cookies are the sockets' SO_COOKIE" "$(sed -n 's/^cookies //p' "$tmp/client")" "$(got 'y2 cookies')"
+
+# Counters grow while data flows: the sender's connection bytes and its
+# paths' bytes sent and acknowledged, on both planes.
+mrc_check "y: tx_bytes of each connection grew" grew "$(got tx_bytes)"
+for field in bytes_sent bytes_acked; do
+	for plane in 10.79.1. 10.79.2.; do
+		mrc_check "y: $field of each connection's paths from ${plane}2 grew" grew \
+			"$(got "$field $plane")"
+	done
+done
+
+# Isolation: c sees no connection, counts none, and cannot get one by
+# session id. conn-get by session id and by cookie gets that connection.
+mrc_check "c: no connections in the dump" 0 "$(got 'c conns')"
+mrc_check "c: stats count no connection and no packet" "0 0" "$(got 'c stats')"
+mrc_check "c: conn-get of y's session fails" "rc 1" "$(got 'c sid')"
+mrc_check "paths SESSION: that connection only" "1 $sid $npath" "$(got by-sid)"
+mrc_check "show --cookie: that connection only" "1 $sid $npath" "$(got by-cookie)"
+
+# Unknown connections: exit status 1, the kernel's errno and extack
+# message and the attribute it names.
+out=$(ip netns exec "$y" "$MRC_STATUS" paths 00000000deadbeef 2>&1)
+mrc_check "paths of an unknown session: exit status" 1 "$?"
+case "$out" in
+*"no connection with session id 00000000deadbeef (conn-get: No such file or directory"*"no such connection, bad attribute 'session-id'"*)
+	mrc_ok "unknown session: errno and extack shown" ;;
+*) mrc_fail "unknown session: $out" ;;
+esac
+out=$(ip netns exec "$y" "$MRC_STATUS" show --cookie 18446744073709551615 2>&1)
+mrc_check "show of an unknown cookie: exit status" 1 "$?"
+case "$out" in
+*"no connection with socket cookie 18446744073709551615 (conn-get: No such file or directory"*"no such connection, bad attribute 'cookie'"*)
+	mrc_ok "unknown cookie: errno and extack shown" ;;
+*) mrc_fail "unknown cookie: $out" ;;
+esac
+
+# Bad requests through the kernel tree's ynl client: errno and extack.
+if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
+	# The spec itself is checked against the schema above.
+	ynl_err() { # SPEC JSON: the error and extack lines of a conn-get do
+		ip netns exec "$y" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$1" --no-schema \
+			--do conn-get --json "$2" 2>&1 | sed -n 's/^[[:space:]]*\(error\|extack\): //p' | tr '\n' ' '
+	}
+	mrc_check "ynl conn-get without session-id or cookie" \
+		"-22 {'msg': 'give exactly one of session-id and cookie'} " \
+		"$(ynl_err "$MRC_DIR/netlink/mrc.yaml" '{}')"
+	# A copy of the spec that sends session-id (of the conn attribute set,
+	# the first one) as a u16: the policy's length check names it.
+	awk '!done && prev ~ /name: session-id$/ && sub(/type: uint$/, "type: u16") { done = 1 }
+		{ print; prev = $0 }' "$MRC_DIR/netlink/mrc.yaml" >"$tmp/u16.yaml"
+	out=$(ynl_err "$tmp/u16.yaml" '{"session-id": 1}')
+	case "$out" in
+	"-22 {'msg': 'invalid attribute length', 'bad-attr': '.session-id'"*)
+		mrc_ok "ynl conn-get with a 2-byte session-id: EINVAL, extack names session-id" ;;
+	*) mrc_fail "ynl conn-get with a 2-byte session-id: $out" ;;
+	esac
+fi
+
+# Closing: every connection ends on both sides.
+kill "$cpid"
+wait "$cpid"
+mrc_check "client closed its connections" 0 "$?"
+wait "$spid"
+mrc_check "server saw every connection end" "0 connections left" "$(grep -o '[0-9]* connections left' "$tmp/server")"
+mrc_wait_for 60 mrc_stat_cmp "$x" conns -eq 0
+mrc_check "x: no connection left" 0 "$(mrc_stat "$x" conns)"
+mrc_wait_for 60 mrc_stat_cmp "$y" conns -eq 0
+mrc_check "y: no connection left" 0 "$(mrc_stat "$y" conns)"
+rm -rf "$tmp"
+echo "# live connections until ${SECONDS}s"
 
 mrc_cleanup
 mrc_run "rmmod" rmmod mrc

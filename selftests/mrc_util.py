@@ -11,6 +11,7 @@ import hashlib
 import errno
 import os
 import select
+import selectors
 import signal
 import socket
 import struct
@@ -672,6 +673,110 @@ def cmd_sockopt_client(args):
     sys.exit(1 if ck.failed else 0)
 
 
+# --- many connections held open -------------------------------------------
+
+
+SO_COOKIE = 57
+
+
+def raise_nofile(n):
+    """Raises the open files limit to at least N (root may)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(n, soft), max(n, hard)))
+
+
+def wait_for_stop():
+    """Returns when SIGTERM or SIGINT arrives."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    while not stop:
+        time.sleep(0.2)
+
+
+def cmd_hold_server(args):
+    """Accepts COUNT connections, prints "accepted COUNT", then reads and
+    discards what they send until every one has ended (EOF or error) or
+    the wait for the next message exceeds --timeout."""
+    raise_nofile(args.count + 64)
+    lst = mrc_socket()
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(min(args.count, 4096))
+    print("listening", flush=True)
+    t0 = time.monotonic()
+    conns = [mrc_accept(lst) for _ in range(args.count)]
+    print(f"accepted {len(conns)} in {time.monotonic() - t0:.1f} s", flush=True)
+    got = 0
+    sel = selectors.DefaultSelector()
+    for c in conns:
+        sel.register(c, selectors.EVENT_READ)
+    left = len(conns)
+    while left:
+        ready = sel.select(args.timeout)
+        if not ready:
+            break
+        for key, _ in ready:
+            try:
+                m = key.fileobj.recv(MRC_MAX_MSG)
+            except OSError:
+                m = b""
+            got += len(m)
+            if not m:
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                left -= 1
+    print(f"received {got} bytes; {left} connections left", flush=True)
+
+
+def cmd_hold_client(args):
+    """Opens COUNT connections one after the other, up to the first that
+    fails, and prints "up N of COUNT" (and with --cookies, their SO_COOKIE
+    values); with --send, sends messages of that size to each in turn, else
+    stays idle; closes them all on SIGTERM or SIGINT. Exits 1 if not all
+    COUNT connections opened."""
+    raise_nofile(args.count + 64)
+    t0 = time.monotonic()
+    socks = []
+    for i in range(args.count):
+        s = mrc_socket()
+        try:
+            mrc_connect(s, args.addr, args.port)
+        except OSError as e:
+            print(f"connection {i + 1} failed after {time.monotonic() - t0:.1f} s: {e}",
+                  flush=True)
+            s.close()
+            break
+        socks.append(s)
+        if args.progress and (i + 1) % args.progress == 0:
+            print(f"connected {i + 1} in {time.monotonic() - t0:.1f} s", flush=True)
+    print(f"up {len(socks)} of {args.count} in {time.monotonic() - t0:.1f} s", flush=True)
+    if args.cookies:
+        cookies = (struct.unpack("=Q", s.getsockopt(socket.SOL_SOCKET, SO_COOKIE, 8))[0]
+                   for s in socks)
+        print("cookies " + " ".join(str(c) for c in sorted(cookies)), flush=True)
+    if args.send:
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+        signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+        msg = b"m" * args.send
+        while not stop:
+            for s in socks:
+                try:
+                    s.send(msg)
+                except InterruptedError:
+                    pass
+                if stop:
+                    break
+    else:
+        wait_for_stop()
+    for s in socks:
+        s.close()
+    print("closed", flush=True)
+    sys.exit(0 if len(socks) == args.count else 1)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -713,6 +818,20 @@ def main():
         c.add_argument("addr")
         c.add_argument("port", type=int)
         c.set_defaults(fn=fn)
+    c = sub.add_parser("hold-server")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--timeout", type=float, default=600)
+    c.set_defaults(fn=cmd_hold_server)
+    c = sub.add_parser("hold-client")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--send", type=int, default=0, metavar="BYTES")
+    c.add_argument("--progress", type=int, default=0, metavar="EVERY")
+    c.add_argument("--cookies", action="store_true")
+    c.set_defaults(fn=cmd_hold_client)
     args = p.parse_args()
     args.fn(args)
 

@@ -236,15 +236,20 @@ fn single<T>(
     Ok(parse(&a).map_err(Error::from)?)
 }
 
+/// Dumps every connection of the namespace.
+fn dump_all(c: &mut Client) -> Result<ConnDump, Error> {
+    c.dump(spec::cmd::CONN_GET, "conn-get", spec::conn::ATTRS, |msgs| {
+        let attrs = msgs
+            .iter()
+            .map(|m| Attrs::parse(&m.attrs, spec::conn::ATTRS))
+            .collect::<Result<Vec<_>, _>>()?;
+        ConnDump::assemble(attrs)
+    })
+}
+
 fn conn_dump(c: &mut Client, sel: &Select) -> Result<ConnDump, Failure> {
     let mut dump = if sel.session.is_none() && sel.cookie.is_none() {
-        c.dump(spec::cmd::CONN_GET, "conn-get", spec::conn::ATTRS, |msgs| {
-            let attrs = msgs
-                .iter()
-                .map(|m| Attrs::parse(&m.attrs, spec::conn::ATTRS))
-                .collect::<Result<Vec<_>, _>>()?;
-            ConnDump::assemble(attrs)
-        })?
+        dump_all(c)?
     } else {
         let mut w = AttrWriter::new();
         if let Some(s) = sel.session {
@@ -253,34 +258,54 @@ fn conn_dump(c: &mut Client, sel: &Select) -> Result<ConnDump, Failure> {
         if let Some(k) = sel.cookie {
             w = w.uint(spec::conn::COOKIE, k);
         }
-        let msgs = match c.request(
+        let what = || match (sel.session, sel.cookie) {
+            (Some(s), _) => format!("session id {s}"),
+            (None, Some(k)) => format!("socket cookie {k}"),
+            (None, None) => String::new(),
+        };
+        match c.request(
             spec::cmd::CONN_GET,
             "conn-get",
             w.finish(),
             spec::conn::ATTRS,
         ) {
             Err(e) if e.errno() == Some(libc::ENOENT) => {
-                let what = match (sel.session, sel.cookie) {
-                    (Some(s), _) => format!("session id {s}"),
-                    (None, Some(k)) => format!("socket cookie {k}"),
-                    (None, None) => String::new(),
-                };
+                // Keep the kernel's errno and extack message after ours.
                 return Err(Failure {
-                    msg: format!("no connection with {what}"),
+                    msg: format!("no connection with {} ({e})", what()),
                     status: 1,
                 });
             }
-            r => r?,
-        };
-        let attrs = msgs
-            .iter()
-            .map(|m| Attrs::parse(&m.attrs, spec::conn::ATTRS))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(Error::from)?;
-        ConnDump::assemble(attrs).map_err(|e| Failure {
-            msg: format!("conn-get: {e:?}"),
-            status: 1,
-        })?
+            // More paths than one reply holds: a dump splits them over
+            // several messages; keep the selected connection.
+            Err(e) if e.errno() == Some(libc::EMSGSIZE) => {
+                let mut all = dump_all(c)?;
+                all.connections.retain(|x| match (sel.session, sel.cookie) {
+                    (Some(s), _) => x.session_id == s,
+                    (None, k) => k.is_some() && x.cookie == k,
+                });
+                if all.connections.is_empty() {
+                    return Err(Failure {
+                        msg: format!("no connection with {}", what()),
+                        status: 1,
+                    });
+                }
+                all.connections.truncate(1);
+                all
+            }
+            r => {
+                let msgs = r?;
+                let attrs = msgs
+                    .iter()
+                    .map(|m| Attrs::parse(&m.attrs, spec::conn::ATTRS))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(Error::from)?;
+                ConnDump::assemble(attrs).map_err(|e| Failure {
+                    msg: format!("conn-get: {e:?}"),
+                    status: 1,
+                })?
+            }
+        }
     };
     name_interfaces(&mut dump);
     Ok(dump)
