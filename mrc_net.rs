@@ -50,7 +50,7 @@ struct SockTable {
     /// Connections by session id and role (`true` for the accepting end);
     /// each entry holds a socket reference. Both ends of a connection share
     /// its session id; the role keeps them apart when both live here.
-    sessions: RBTree<(u64, bool), SockRef>,
+    sessions: RBTree<SessionKey, SockRef>,
     /// Bound and listening sockets by MRC port; each holds a reference.
     ports: RBTree<u16, SockRef>,
     /// Where the search for a free ephemeral port starts.
@@ -632,15 +632,29 @@ impl MrcNet {
         t.sessions.remove(&sid)
     }
 
-    /// Up to `max` registered connections from position `pos` on, and the
-    /// table's generation.
-    fn sessions_from(&self, pos: usize, max: usize) -> Result<(KVec<SockRef>, u32)> {
+    /// Up to `max` registered connections whose key is `start` or after it
+    /// (from the first if `None`), in key order, and the table's generation.
+    fn sessions_from(
+        &self,
+        start: Option<SessionKey>,
+        max: usize,
+    ) -> Result<(KVec<(SessionKey, SockRef)>, u32)> {
         let mut out = KVec::with_capacity(max, GFP_KERNEL)?;
-        let t = self.socks.lock();
-        for sk in t.sessions.values().skip(pos).take(max) {
-            out.push(sk.clone(), GFP_ATOMIC)?;
+        let mut t = self.socks.lock();
+        let generation = t.generation;
+        let mut cur = match start {
+            Some(k) => t.sessions.cursor_lower_bound(&k),
+            None => t.sessions.cursor_front(),
+        };
+        while let Some(c) = cur {
+            if out.len() >= max {
+                break;
+            }
+            let (k, sk) = c.current();
+            out.push((*k, sk.clone()), GFP_ATOMIC)?;
+            cur = c.move_next();
         }
-        Ok((out, t.generation))
+        Ok((out, generation))
     }
 
     /// Number of registered connections.
@@ -649,7 +663,7 @@ impl MrcNet {
     }
 
     /// Registers `sk` under session id and role `key`; `EEXIST` if taken.
-    pub(crate) fn insert_session(&self, key: (u64, bool), sk: &Sock) -> Result {
+    pub(crate) fn insert_session(&self, key: SessionKey, sk: &Sock) -> Result {
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
         let mut t = self.socks.lock();
         if t.sessions.get(&key).is_some() {
@@ -661,7 +675,7 @@ impl MrcNet {
     }
 
     /// Unregisters `sk` from `key`.
-    pub(crate) fn remove_session(&self, key: (u64, bool), sk: &Sock) {
+    pub(crate) fn remove_session(&self, key: SessionKey, sk: &Sock) {
         let removed = {
             let mut t = self.socks.lock();
             if t.sessions.get(&key).is_some_and(|s| s.is(sk)) {
@@ -945,7 +959,7 @@ pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
     let table = net.endpoints.lock();
     let generation = table.generation;
     dump.set_generation(generation);
-    let mut pos = dump.cursor();
+    let mut pos = dump.cursor(0) as usize;
     while let Some(slot) = table.slots.get(pos) {
         if let Some(ep) = slot {
             let added = dump.entry(nl::MRC_CMD_ENDPOINT_GET, |m| {
@@ -957,7 +971,7 @@ pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
         }
         pos += 1;
     }
-    dump.set_cursor(pos);
+    dump.set_cursor(0, pos as u64);
     Ok(())
 }
 
@@ -972,43 +986,110 @@ fn endpoint_attrs(m: &mut GenlMsg, ep: &Endpoint, generation: u32) -> Result {
 /// Connections a dump takes from the table at a time.
 const DUMP_BATCH: usize = 32;
 
-/// `conn-get` dump: every connection with its paths. A connection whose
-/// paths do not fit in one message continues in the next (cursor 2 is the
-/// path to resume at).
-pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
-    let mut pos = dump.cursor();
-    let mut path = dump.cursor2();
-    loop {
-        let (batch, generation) = net.sessions_from(pos, DUMP_BATCH)?;
-        dump.set_generation(generation);
-        if batch.is_empty() {
-            break;
-        }
-        for sk in batch.iter() {
-            let mut next = None;
-            let added =
-                dump.entry(nl::MRC_CMD_CONN_GET, |m| {
-                    next = mrc_sock::fill_conn(sk, m, generation, path, path == 0)
-                        .or_else(|e| if e == ENOENT { Ok(None) } else { Err(e) })?;
-                    Ok(())
-                })?;
-            if !added {
-                dump.set_cursor(pos);
-                dump.set_cursor2(path);
-                return Ok(());
-            }
-            if let Some(n) = next {
-                // The message is full: continue this connection's paths.
-                dump.set_cursor(pos);
-                dump.set_cursor2(n);
-                return Ok(());
-            }
-            pos += 1;
-            path = 0;
+/// The key of the connection table: session id, and whether this end
+/// accepted the connection.
+pub(crate) type SessionKey = (u64, bool);
+
+/// The key right after `k` in the table's order; `None` after the last.
+fn key_after(k: SessionKey) -> Option<SessionKey> {
+    match k {
+        (sid, false) => Some((sid, true)),
+        (sid, true) => sid.checked_add(1).map(|n| (n, false)),
+    }
+}
+
+/// Where a `conn-get` dump resumes, kept in the dump's cursor words: the
+/// key of the next connection to send and the first of its paths still to
+/// send. A key, not a position, so that connections opening or closing
+/// between two parts of the dump neither hide nor repeat the others; the
+/// generation still marks such a dump as torn.
+#[derive(Clone, Copy)]
+enum ConnCursor {
+    Start,
+    At(SessionKey, usize),
+    End,
+}
+
+impl ConnCursor {
+    const SID: usize = 0;
+    const FLAGS: usize = 1;
+    const PATH: usize = 2;
+    const F_AT: u64 = 1;
+    const F_PASSIVE: u64 = 2;
+    const F_END: u64 = 4;
+
+    fn load(dump: &GenlDump) -> Self {
+        let flags = dump.cursor(Self::FLAGS);
+        if flags & Self::F_END != 0 {
+            ConnCursor::End
+        } else if flags & Self::F_AT != 0 {
+            let key = (dump.cursor(Self::SID), flags & Self::F_PASSIVE != 0);
+            ConnCursor::At(key, dump.cursor(Self::PATH) as usize)
+        } else {
+            ConnCursor::Start
         }
     }
-    dump.set_cursor(pos);
-    dump.set_cursor2(0);
+
+    fn save(self, dump: &mut GenlDump) {
+        let (sid, flags, path) = match self {
+            ConnCursor::Start => (0, 0, 0),
+            ConnCursor::At((sid, passive), path) => {
+                let p = if passive { Self::F_PASSIVE } else { 0 };
+                (sid, Self::F_AT | p, path as u64)
+            }
+            ConnCursor::End => (0, Self::F_END, 0),
+        };
+        dump.set_cursor(Self::SID, sid);
+        dump.set_cursor(Self::FLAGS, flags);
+        dump.set_cursor(Self::PATH, path);
+    }
+}
+
+/// `conn-get` dump: every connection with its paths. A connection whose
+/// paths do not fit in one message continues in the next.
+pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
+    let (mut start, mut resume) = match ConnCursor::load(dump) {
+        ConnCursor::Start => (None, None),
+        ConnCursor::At(k, path) => (Some(k), Some((k, path))),
+        ConnCursor::End => return Ok(()),
+    };
+    loop {
+        let (batch, generation) = net.sessions_from(start, DUMP_BATCH)?;
+        dump.set_generation(generation);
+        let Some(&(last, _)) = batch.last() else {
+            break;
+        };
+        for (key, sk) in batch.iter() {
+            // The saved connection's remaining paths, or all of any other
+            // (the saved one closed meanwhile).
+            let path = match resume.take() {
+                Some((k, p)) if k == *key => p,
+                _ => 0,
+            };
+            let mut next = None;
+            let added = dump.entry(nl::MRC_CMD_CONN_GET, |m| {
+                next = mrc_sock::fill_conn(sk, m, generation, path, path == 0)?;
+                Ok(())
+            });
+            let stop_at = match added {
+                Ok(true) => next,
+                Ok(false) if dump.is_empty() => return Err(err::message_too_long()),
+                Ok(false) => Some(path),
+                // Closed since the batch was taken: nothing to show.
+                Err(e) if e == ENOENT => None,
+                Err(e) => return Err(e),
+            };
+            if let Some(p) = stop_at {
+                ConnCursor::At(*key, p).save(dump);
+                return Ok(());
+            }
+        }
+        match key_after(last) {
+            Some(k) => start = Some(k),
+            None => break,
+        }
+    }
+    ConnCursor::End.save(dump);
     Ok(())
 }
 
@@ -1022,20 +1103,23 @@ pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
         info.set_err_msg(c_str!("give exactly one of session-id and cookie"));
         return Err(EINVAL);
     }
-    let mut pos = 0;
+    let mut start = None;
     let found = 'search: loop {
-        let (batch, generation) = net.sessions_from(pos, DUMP_BATCH)?;
-        if batch.is_empty() {
+        let (batch, generation) = net.sessions_from(start, DUMP_BATCH)?;
+        let Some(&(last, _)) = batch.last() else {
             break None;
-        }
-        for sk in batch.iter() {
+        };
+        for (_, sk) in batch.iter() {
             if let Some((s, c)) = mrc_sock::ids(sk) {
                 if sid == Some(s) || (cookie.is_some() && cookie == c) {
                     break 'search Some((sk.clone(), generation));
                 }
             }
         }
-        pos += batch.len();
+        match key_after(last) {
+            Some(k) => start = Some(k),
+            None => break None,
+        }
     };
     let Some((sk, generation)) = found else {
         let attr = if sid.is_some() {

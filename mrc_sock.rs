@@ -45,7 +45,7 @@ use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
-use crate::mrc_net::{MrcNet, PeerRef};
+use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
@@ -180,7 +180,7 @@ struct Inner {
     children: usize,
     sess: Option<VBox<Session>>,
     /// Session id and role under which the session table holds this socket.
-    sid: Option<(u64, bool)>,
+    sid: Option<SessionKey>,
     /// Until accepted: the listener that created this connection.
     parent: Option<SockRef>,
     /// No user holds the socket (closed, or never accepted).

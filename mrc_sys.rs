@@ -2418,28 +2418,21 @@ pub(crate) struct GenlDump {
 }
 
 impl GenlDump {
-    /// Position saved between the calls of one dump (starts at 0).
-    pub(crate) fn cursor(&self) -> usize {
+    /// Word `slot` (0..6) of the state a dump keeps between its calls;
+    /// every word starts at 0. A slot out of range reads as 0.
+    pub(crate) fn cursor(&self, slot: usize) -> u64 {
         // SAFETY: valid per the type invariant.
-        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[0] as usize }
+        let args = unsafe { &(*self.cb.as_ptr()).__bindgen_anon_1.args };
+        args.get(slot).map_or(0, |&v| v as u64)
     }
 
-    /// Saves the position for the next call.
-    pub(crate) fn set_cursor(&mut self, pos: usize) {
+    /// Saves word `slot` (0..6) for the next call; out of range is ignored.
+    pub(crate) fn set_cursor(&mut self, slot: usize, value: u64) {
         // SAFETY: valid per the type invariant; `args` is ours to use.
-        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[0] = pos as _ };
-    }
-
-    /// Second position saved between calls (starts at 0).
-    pub(crate) fn cursor2(&self) -> usize {
-        // SAFETY: valid per the type invariant.
-        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[1] as usize }
-    }
-
-    /// Saves the second position for the next call.
-    pub(crate) fn set_cursor2(&mut self, pos: usize) {
-        // SAFETY: valid per the type invariant; `args` is ours to use.
-        unsafe { (*self.cb.as_ptr()).__bindgen_anon_1.args[1] = pos as _ };
+        let args = unsafe { &mut (*self.cb.as_ptr()).__bindgen_anon_1.args };
+        if let Some(a) = args.get_mut(slot) {
+            *a = value as _;
+        }
     }
 
     /// Declares the generation of the dumped data; a change between calls
@@ -2451,6 +2444,7 @@ impl GenlDump {
 
     /// Adds one message with command `cmd`; `Ok(false)` if it does not fit
     /// in this part of the dump (the caller stops and resumes next call).
+    /// Any other error from `fill` removes the message and is returned.
     pub(crate) fn entry(
         &mut self,
         cmd: u32,
@@ -2472,11 +2466,15 @@ impl GenlDump {
             return Ok(false);
         }
         let mut msg = GenlMsg(self.skb);
-        if fill(&mut msg).is_err() {
+        if let Err(e) = fill(&mut msg) {
             // SAFETY: `hdr` starts the message just added; removing it
             // leaves the earlier ones intact.
             unsafe { bindings::mrc_genlmsg_cancel(skb, hdr) };
-            return Ok(false);
+            return if e == err::message_too_long() {
+                Ok(false)
+            } else {
+                Err(e)
+            };
         }
         // SAFETY: `hdr` was opened above on `skb`.
         unsafe {
@@ -2484,6 +2482,11 @@ impl GenlDump {
             bindings::mrc_genlmsg_end(skb, hdr);
         }
         Ok(true)
+    }
+
+    /// Whether this part of the dump holds no message yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn len(&self) -> c_int {

@@ -293,6 +293,44 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 	esac
 fi
 
+# Dumps while connections open and close: in y a churn client opens and
+# closes connections to x as fast as it can while each side dumps its
+# table 5 times. A dump resumes by session key, so every held connection is
+# listed exactly once, with all its paths, in every dump, torn or not.
+ip netns exec "$y" $MRC_UTIL churn 10.79.1.1 9000 >"$tmp/churn" 2>&1 &
+chpid=$!
+mrc_wait_for 120 grep -q churning "$tmp/churn"
+for i in 1 2 3 4 5; do
+	ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/churn-x$i" 2>>"$tmp/churn-err"
+	ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/churn-y$i" 2>>"$tmp/churn-err"
+done
+kill "$chpid"
+wait "$chpid"
+mrc_check "churn: every connection opened and sent its message" 0 "$?"
+read -r listed torn others <<<"$($MRC_PY - "$tmp" "$(got 'y2 sessions')" "$npath" <<'PY'
+import glob, json, sys
+tmp, held, npath = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
+bad, torn, others = [], 0, 0
+for f in sorted(glob.glob(f"{tmp}/churn-[xy][0-9]")):
+    try:
+        d = json.load(open(f))
+    except ValueError:
+        bad.append(f[-2:] + ":no-json")
+        continue
+    torn += not d["consistent"]
+    conns = d["connections"]
+    for h in held:
+        mine = [c for c in conns if c["session_id"] == h]
+        if len(mine) != 1 or len(mine[0]["paths"]) != npath:
+            bad.append(f"{f[-2:]}:{h}x{len(mine)}")
+    others += sum(c["session_id"] not in held for c in conns)
+print(",".join(bad) or "once-each", torn, others)
+PY
+)"
+mrc_check "churn: each held connection listed once with $npath paths in all 10 dumps" once-each "$listed"
+echo "# churn: $(tail -n 1 "$tmp/churn"); $torn of 10 dumps torn after 5 tries," \
+	"$others listings of churning connections; stderr: $(sort -u "$tmp/churn-err" | head -n 2)"
+
 # Closing: every connection ends on both sides.
 kill "$cpid"
 wait "$cpid"

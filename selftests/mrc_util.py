@@ -699,7 +699,9 @@ def wait_for_stop():
 def cmd_hold_server(args):
     """Accepts COUNT connections, prints "accepted COUNT", then reads and
     discards what they send until every one has ended (EOF or error) or
-    the wait for the next message exceeds --timeout."""
+    the wait for the next message exceeds --timeout. Connections accepted
+    after the first COUNT are read until they end too, but are not waited
+    for; their number is printed at the end."""
     raise_nofile(args.count + 64)
     lst = mrc_socket()
     mrc_bind(lst, args.addr, args.port)
@@ -708,16 +710,21 @@ def cmd_hold_server(args):
     t0 = time.monotonic()
     conns = [mrc_accept(lst) for _ in range(args.count)]
     print(f"accepted {len(conns)} in {time.monotonic() - t0:.1f} s", flush=True)
-    got = 0
+    got = extra = 0
     sel = selectors.DefaultSelector()
+    sel.register(lst, selectors.EVENT_READ)
     for c in conns:
-        sel.register(c, selectors.EVENT_READ)
+        sel.register(c, selectors.EVENT_READ, data=True)
     left = len(conns)
     while left:
         ready = sel.select(args.timeout)
         if not ready:
             break
         for key, _ in ready:
+            if key.fileobj is lst:
+                sel.register(mrc_accept(lst), selectors.EVENT_READ, data=False)
+                extra += 1
+                continue
             try:
                 m = key.fileobj.recv(MRC_MAX_MSG)
             except OSError:
@@ -726,8 +733,34 @@ def cmd_hold_server(args):
             if not m:
                 sel.unregister(key.fileobj)
                 key.fileobj.close()
-                left -= 1
-    print(f"received {got} bytes; {left} connections left", flush=True)
+                left -= key.data
+    print(f"received {got} bytes; {left} connections left; {extra} more accepted", flush=True)
+
+
+def cmd_churn(args):
+    """Until SIGTERM or SIGINT: opens a connection, sends one message,
+    closes it, again and again; prints how many it opened. Exits 1 if any
+    connect or send failed."""
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    n = failed = 0
+    while not stop:
+        s = mrc_socket()
+        try:
+            mrc_connect(s, args.addr, args.port)
+            s.send(b"churn")
+            n += 1
+        except InterruptedError:
+            pass
+        except OSError as e:
+            failed += 1
+            print(f"churn connection {n + 1}: {e}", flush=True)
+        s.close()
+        if n == 1:
+            print("churning", flush=True)
+    print(f"churned {n} connections, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
 
 
 def cmd_hold_client(args):
@@ -824,6 +857,10 @@ def main():
     c.add_argument("count", type=int)
     c.add_argument("--timeout", type=float, default=600)
     c.set_defaults(fn=cmd_hold_server)
+    c = sub.add_parser("churn")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.set_defaults(fn=cmd_churn)
     c = sub.add_parser("hold-client")
     c.add_argument("addr")
     c.add_argument("port", type=int)

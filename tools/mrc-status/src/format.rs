@@ -565,8 +565,12 @@ mod tests {
         let m1 = conn_msg(7, 1, vec![], true);
         let m2 = conn_msg(8, 2, vec![], true);
         let msgs = [m1, m2];
-        let r = ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap()));
-        assert_eq!(r, Err(crate::model::DumpError::Torn { first: 7, now: 8 }));
+        let d = ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap()));
+        let d = d.unwrap();
+        assert!(!d.consistent);
+        assert_eq!(d.generation, Some(7));
+        assert_eq!(d.connections.len(), 2);
+        assert!(sample_dump().consistent);
     }
 
     #[test]
@@ -621,7 +625,7 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
         let keys = |v: &serde_json::Value| -> Vec<String> {
             v.as_object().unwrap().keys().cloned().collect()
         };
-        assert_eq!(keys(&v), ["connections", "generation"]);
+        assert_eq!(keys(&v), ["connections", "consistent", "generation"]);
         let c = &v["connections"][0];
         assert_eq!(
             keys(c),

@@ -14,7 +14,7 @@ mod spec;
 
 use attr::{AttrWriter, Attrs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use model::{ConnDump, EndpointDump, Event, Params, SessionId, Stats};
+use model::{ConnDump, EndpointDump, Event, Params, SessionId, Snapshot, Stats};
 use nl::{Client, Error};
 use serde::Serialize;
 use std::ffi::{CStr, CString};
@@ -236,15 +236,24 @@ fn single<T>(
     Ok(parse(&a).map_err(Error::from)?)
 }
 
+/// Says on stderr that a dump mixes moments of a changing table.
+fn note_torn(t: &impl Snapshot, what: &str) {
+    if !t.consistent() {
+        eprintln!("mrc-status: {what} changed during every dump attempt; the list mixes moments");
+    }
+}
+
 /// Dumps every connection of the namespace.
 fn dump_all(c: &mut Client) -> Result<ConnDump, Error> {
-    c.dump(spec::cmd::CONN_GET, "conn-get", spec::conn::ATTRS, |msgs| {
+    let d = c.dump(spec::cmd::CONN_GET, "conn-get", spec::conn::ATTRS, |msgs| {
         let attrs = msgs
             .iter()
             .map(|m| Attrs::parse(&m.attrs, spec::conn::ATTRS))
             .collect::<Result<Vec<_>, _>>()?;
         ConnDump::assemble(attrs)
-    })
+    })?;
+    note_torn(&d, "connections");
+    Ok(d)
 }
 
 fn conn_dump(c: &mut Client, sel: &Select) -> Result<ConnDump, Failure> {
@@ -366,6 +375,7 @@ fn read(c: &mut Client, cmd: &Command, json: bool) -> Result<String, Failure> {
                     EndpointDump::assemble(attrs)
                 },
             )?;
+            note_torn(&d, "endpoints");
             for e in &mut d.endpoints {
                 e.ifname = e.ifindex.and_then(ifname);
             }

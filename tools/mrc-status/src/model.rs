@@ -225,10 +225,9 @@ impl Conn {
 }
 
 /// Why a dump could not be assembled.
+/// Why a dump could not be read.
 #[derive(Debug, PartialEq)]
 pub enum DumpError {
-    /// The table changed while it was dumped: generations `first` and `now`.
-    Torn { first: u32, now: u32 },
     /// A message did not decode.
     Decode(String),
 }
@@ -239,22 +238,40 @@ impl From<DecodeError> for DumpError {
     }
 }
 
-/// Checks that every message of a dump carries the same generation.
-fn check_generation(first: &mut Option<u32>, now: Option<u32>) -> Result<(), DumpError> {
-    match (*first, now) {
-        (Some(f), Some(n)) if f != n => Err(DumpError::Torn { first: f, now: n }),
-        (None, Some(_)) => {
-            *first = now;
-            Ok(())
+/// A dump that knows whether it shows one moment of its table.
+pub trait Snapshot {
+    /// Whether every message carried the same table generation.
+    fn consistent(&self) -> bool;
+    /// Records that the table changed while it was dumped.
+    fn mark_torn(&mut self);
+}
+
+/// Follows the generation of a dump's messages: the first one seen, and
+/// whether a later message carried another.
+#[derive(Default)]
+struct Generations {
+    first: Option<u32>,
+    torn: bool,
+}
+
+impl Generations {
+    fn see(&mut self, now: Option<u32>) {
+        match (self.first, now) {
+            (Some(f), Some(n)) if f != n => self.torn = true,
+            (None, Some(_)) => self.first = now,
+            _ => {}
         }
-        _ => Ok(()),
     }
 }
 
-/// A consistent dump of the connection table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// A dump of the connection table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ConnDump {
+    /// Generation of the first message.
     pub generation: Option<u32>,
+    /// False if connections opened or closed while the dump was read: each
+    /// connection listed is whole, but the list mixes moments.
+    pub consistent: bool,
     pub connections: Vec<Conn>,
 }
 
@@ -262,16 +279,21 @@ impl ConnDump {
     /// Assembles the messages of a `conn-get` dump: checks the generation
     /// and joins a connection continued over consecutive messages.
     pub fn assemble<'a>(msgs: impl IntoIterator<Item = Attrs<'a>>) -> Result<ConnDump, DumpError> {
-        let mut dump = ConnDump::default();
+        let mut gens = Generations::default();
+        let mut connections: Vec<Conn> = Vec::new();
         for a in msgs {
-            check_generation(&mut dump.generation, a.u32(conn::GENERATION)?)?;
+            gens.see(a.u32(conn::GENERATION)?);
             let c = Conn::parse(&a)?;
-            match dump.connections.last_mut() {
+            match connections.last_mut() {
                 Some(last) if last.session_id == c.session_id => last.paths.extend(c.paths),
-                _ => dump.connections.push(c),
+                _ => connections.push(c),
             }
         }
-        Ok(dump)
+        Ok(ConnDump {
+            generation: gens.first,
+            consistent: !gens.torn,
+            connections,
+        })
     }
 }
 
@@ -301,10 +323,13 @@ impl Endpoint {
     }
 }
 
-/// A consistent dump of the endpoint table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+/// A dump of the endpoint table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EndpointDump {
+    /// Generation of the first message.
     pub generation: Option<u32>,
+    /// False if endpoints were added or removed while the dump was read.
+    pub consistent: bool,
     pub endpoints: Vec<Endpoint>,
 }
 
@@ -313,12 +338,17 @@ impl EndpointDump {
     pub fn assemble<'a>(
         msgs: impl IntoIterator<Item = Attrs<'a>>,
     ) -> Result<EndpointDump, DumpError> {
-        let mut dump = EndpointDump::default();
+        let mut gens = Generations::default();
+        let mut endpoints = Vec::new();
         for a in msgs {
-            check_generation(&mut dump.generation, a.u32(endpoint::GENERATION)?)?;
-            dump.endpoints.push(Endpoint::parse(&a)?);
+            gens.see(a.u32(endpoint::GENERATION)?);
+            endpoints.push(Endpoint::parse(&a)?);
         }
-        Ok(dump)
+        Ok(EndpointDump {
+            generation: gens.first,
+            consistent: !gens.torn,
+            endpoints,
+        })
     }
 }
 
@@ -457,5 +487,23 @@ impl Event {
             }
             _ => None,
         }
+    }
+}
+
+impl Snapshot for ConnDump {
+    fn consistent(&self) -> bool {
+        self.consistent
+    }
+    fn mark_torn(&mut self) {
+        self.consistent = false;
+    }
+}
+
+impl Snapshot for EndpointDump {
+    fn consistent(&self) -> bool {
+        self.consistent
+    }
+    fn mark_torn(&mut self) {
+        self.consistent = false;
     }
 }

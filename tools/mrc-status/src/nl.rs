@@ -7,6 +7,7 @@
 //! attributes and decoded by `model.rs`.
 
 use crate::attr::{AttrTable, Attrs};
+use crate::model::{DumpError, Snapshot};
 use crate::spec;
 use netlink_packet_core::{
     DecodeError, Emitable, NetlinkHeader, NetlinkMessage, NetlinkPayload, ParseableParametrized,
@@ -46,8 +47,6 @@ pub enum Error {
         /// Extended acknowledgement: message and the attribute it names.
         extack: Option<String>,
     },
-    /// The table kept changing during every dump attempt.
-    Torn(&'static str),
     /// The socket failed.
     Io(&'static str, io::Error),
     /// A reply did not decode.
@@ -87,7 +86,6 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
-            Error::Torn(op) => write!(f, "{op}: the table kept changing during the dump; retry"),
             Error::Io(what, e) => write!(f, "netlink {what}: {e}"),
             Error::Decode(e) => write!(f, "malformed reply: {e}"),
         }
@@ -245,7 +243,7 @@ impl Client {
             }
             r => r?,
         };
-        for ctrl in replies {
+        for ctrl in replies.msgs {
             for nla in ctrl.nlas {
                 match nla {
                     GenlCtrlAttrs::FamilyId(id) => self.family = id,
@@ -282,7 +280,7 @@ impl Client {
         op: &'static str,
         attrs: &[u8],
         set: AttrTable,
-    ) -> Result<Vec<P>, Error>
+    ) -> Result<Replies<P>, Error>
     where
         P: GenlFamily + Emitable + ParseableParametrized<[u8], GenlHeader> + fmt::Debug,
     {
@@ -330,11 +328,10 @@ impl Client {
                     Step::More(Some(p)) => out.push(p),
                     Step::More(None) => {}
                     Step::Done => {
-                        return if interrupted {
-                            Err(Error::Torn(op))
-                        } else {
-                            Ok(out)
-                        };
+                        return Ok(Replies {
+                            msgs: out,
+                            interrupted,
+                        })
                     }
                 }
             }
@@ -357,19 +354,23 @@ impl Client {
             &a,
             set,
         )
+        .map(|r| r.msgs)
     }
 
-    /// Runs a dump of command `cmd`, restarting a few times if it is torn.
-    pub fn dump<T>(
+    /// Runs a dump of command `cmd`. A dump during which the table changed
+    /// is read again, up to a few times; if the table keeps changing the
+    /// last one is returned, marked as not consistent.
+    pub fn dump<T: Snapshot>(
         &mut self,
         cmd: u8,
         op: &'static str,
         set: AttrTable,
-        assemble: impl Fn(&[MrcMsg]) -> Result<T, crate::model::DumpError>,
+        assemble: impl Fn(&[MrcMsg]) -> Result<T, DumpError>,
     ) -> Result<T, Error> {
         const ATTEMPTS: usize = 5;
-        for _ in 0..ATTEMPTS {
-            let msgs = match self.transact(
+        let mut attempt = 1;
+        loop {
+            let r = self.transact(
                 GenlMessage::from_payload(MrcMsg {
                     cmd,
                     attrs: Vec::new(),
@@ -378,17 +379,16 @@ impl Client {
                 op,
                 &[],
                 set,
-            ) {
-                Err(Error::Torn(_)) => continue,
-                r => r?,
-            };
-            match assemble(&msgs) {
-                Ok(t) => return Ok(t),
-                Err(crate::model::DumpError::Torn { .. }) => continue,
-                Err(crate::model::DumpError::Decode(e)) => return Err(Error::Decode(e)),
+            )?;
+            let mut t = assemble(&r.msgs).map_err(|DumpError::Decode(e)| Error::Decode(e))?;
+            if r.interrupted {
+                t.mark_torn();
             }
+            if t.consistent() || attempt == ATTEMPTS {
+                return Ok(t);
+            }
+            attempt += 1;
         }
-        Err(Error::Torn(op))
     }
 
     /// Subscribes a new socket to the events group.
@@ -407,6 +407,14 @@ impl Client {
             family: self.family,
         })
     }
+}
+
+/// The replies to one request.
+#[derive(Debug)]
+struct Replies<P> {
+    msgs: Vec<P>,
+    /// A dump during which the table changed (`NLM_F_DUMP_INTR`).
+    interrupted: bool,
 }
 
 /// What one received message means for a request.
@@ -559,6 +567,8 @@ mod tests {
             nlas: vec![],
         });
         let families = c.transact(dump, Kind::Dump, "getfamily", &[], &[]).unwrap();
+        assert!(!families.interrupted);
+        let families = families.msgs;
         let nlctrl = GenlCtrlAttrs::FamilyName("nlctrl".into());
         assert!(families.iter().any(|f| f.nlas.contains(&nlctrl)));
 
@@ -569,7 +579,7 @@ mod tests {
             })
         };
         let one = c.transact(get("nlctrl"), Kind::Do, "getfamily", &[], &[]);
-        assert_eq!(one.unwrap().len(), 1);
+        assert_eq!(one.unwrap().msgs.len(), 1);
         let missing = c.transact(get("no-such-family"), Kind::Do, "getfamily", &[], &[]);
         assert_eq!(missing.unwrap_err().errno(), Some(libc::ENOENT));
     }
