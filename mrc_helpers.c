@@ -13,6 +13,7 @@
 #include <net/route.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
+#include <linux/sock_diag.h>
 #include <linux/hrtimer.h>
 #include <linux/workqueue.h>
 #include <linux/sched/signal.h>
@@ -106,7 +107,16 @@ void mrc_skb_queue_splice_tail(struct sk_buff_head *list, struct sk_buff_head *q
 	skb_queue_splice_tail_init(list, q);
 	spin_unlock_irqrestore(&q->lock, flags);
 }
-u64 mrc_sock_cookie(const struct sock *sk) { return atomic64_read(&sk->sk_cookie); }
+/* The socket's cookie, allocated on first use as SO_COOKIE and sock_diag
+ * do (__sock_gen_cookie itself is not exported).
+ */
+u64 mrc_sock_cookie(struct sock *sk)
+{
+	__u32 c[2];
+
+	sock_diag_save_cookie(sk, c);
+	return (u64)c[1] << 32 | c[0];
+}
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net) { return genl_has_listeners(family, net, 0); }
 struct sk_buff *mrc_genlmsg_new_atomic(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_ATOMIC); }
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb) { return genlmsg_multicast_netns(family, net, skb, 0, 0, GFP_ATOMIC); }

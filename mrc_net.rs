@@ -84,6 +84,10 @@ struct Stats {
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
+    /// Connections that reached the established state.
+    conns_opened: AtomicU64,
+    /// Connections closed with an error.
+    conns_failed: AtomicU64,
     /// Packets sent by connections, by type (`PacketType::index`).
     tx_by_type: [AtomicU64; PacketType::COUNT],
     tx_packets: AtomicU64,
@@ -103,6 +107,8 @@ impl Stats {
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
+            conns_opened: AtomicU64::new(0),
+            conns_failed: AtomicU64::new(0),
             tx_by_type: [const { AtomicU64::new(0) }; PacketType::COUNT],
             tx_packets: AtomicU64::new(0),
             tx_bytes: AtomicU64::new(0),
@@ -490,6 +496,16 @@ impl MrcNet {
         self.stats.tx_retransmits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a connection that reached the established state.
+    pub(crate) fn count_conn_opened(&self) {
+        self.stats.conns_opened.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection closed with an error.
+    pub(crate) fn count_conn_failed(&self) {
+        self.stats.conns_failed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Returns the tunables of a new connection.
     pub(crate) fn conn_config(&self, rcvbuf: u32, sndbuf: u32, mtu: u32) -> ConnConfig {
         let p = &self.params;
@@ -776,6 +792,8 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
         writeln!(out, "conns {}", self.session_count())?;
+        writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
+        writeln!(out, "conns_failed {}", get(&s.conns_failed))?;
         writeln!(out, "peer_paths {}", self.peer_paths())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
@@ -809,7 +827,13 @@ pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
         m.put_uint(nl::MRC_A_STATS_RX_BYTES, get(&s.rx_bytes))?;
         m.put_uint(nl::MRC_A_STATS_TX_PACKETS, get(&s.tx_packets))?;
         m.put_uint(nl::MRC_A_STATS_TX_BYTES, get(&s.tx_bytes))?;
-        m.put_uint(nl::MRC_A_STATS_CONNS, info.mrc_net().session_count())?;
+        m.put_uint(nl::MRC_A_STATS_RETRANS_PACKETS, get(&s.tx_retransmits))?;
+        m.put_u32(
+            nl::MRC_A_STATS_CONNS,
+            u32::try_from(info.mrc_net().session_count()).unwrap_or(u32::MAX),
+        )?;
+        m.put_uint(nl::MRC_A_STATS_CONNS_OPENED, get(&s.conns_opened))?;
+        m.put_uint(nl::MRC_A_STATS_CONNS_FAILED, get(&s.conns_failed))?;
         m.nest(nl::MRC_A_STATS_DROPS, |m| {
             for (attr, c) in DROP_ATTRS.iter().zip(s.drop_decode.iter()) {
                 m.put_uint(*attr, get(c))?;
@@ -1111,7 +1135,7 @@ pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
         };
         for (_, sk) in batch.iter() {
             if let Some((s, c)) = mrc_sock::ids(sk) {
-                if sid == Some(s) || (cookie.is_some() && cookie == c) {
+                if sid == Some(s) || cookie == Some(c) {
                     break 'search Some((sk.clone(), generation));
                 }
             }

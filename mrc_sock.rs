@@ -524,9 +524,7 @@ impl Session {
             };
             sk.notify(nl::MRC_CMD_PATH_STATE_CHANGE, |m| {
                 m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
-                if let Some(c) = sk.cookie() {
-                    m.put_uint(nl::MRC_A_EVENT_COOKIE, c)?;
-                }
+                m.put_uint(nl::MRC_A_EVENT_COOKIE, sk.cookie())?;
                 m.put_u32(nl::MRC_A_EVENT_PATH_ID, p.ids().path_id)?;
                 m.put_u32(nl::MRC_A_EVENT_OLD_STATE, path_state(old))?;
                 m.put_u32(nl::MRC_A_EVENT_NEW_STATE, path_state(new))?;
@@ -591,6 +589,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     inner.mode = Mode::Connected;
                     // The peer's endpoints are known now (SYN_ACK).
                     s.open_planes(net, now);
+                    net.count_conn_opened();
                     sk.notify(nl::MRC_CMD_CONN_ESTABLISHED, |m| {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, 0)
                     });
@@ -621,6 +620,9 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     inner.mode = Mode::Closed;
                     after.parent_lost = inner.parent.take();
                     let errno = e.map_or(0, |e| e.errno() as u32);
+                    if e.is_some() {
+                        net.count_conn_failed();
+                    }
                     sk.notify(nl::MRC_CMD_CONN_CLOSED, |m| {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, errno)
                     });
@@ -1559,9 +1561,7 @@ fn conn_event(
     errno: u32,
 ) -> Result {
     m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
-    if let Some(c) = sk.cookie() {
-        m.put_uint(nl::MRC_A_EVENT_COOKIE, c)?;
-    }
+    m.put_uint(nl::MRC_A_EVENT_COOKIE, sk.cookie())?;
     if let Some(p) = peer {
         m.put_ip(nl::MRC_A_EVENT_REMOTE_ADDR, &p.ip)?;
         m.put_u16(nl::MRC_A_EVENT_REMOTE_PORT, p.port)?;
@@ -1574,7 +1574,7 @@ fn conn_event(
 }
 
 /// Returns the session id of a registered connection and its socket cookie.
-pub(crate) fn ids(sk: &Sock) -> Option<(u64, Option<u64>)> {
+pub(crate) fn ids(sk: &Sock) -> Option<(u64, u64)> {
     let inner = sk.state().inner.lock();
     inner.sid.map(|(sid, _)| (sid, sk.cookie()))
 }
@@ -1597,9 +1597,7 @@ pub(crate) fn fill_conn(
     m.put_u32(nl::MRC_A_CONN_GENERATION, generation)?;
     m.put_uint(nl::MRC_A_CONN_SESSION_ID, s.conn.session_id())?;
     if head {
-        if let Some(c) = sk.cookie() {
-            m.put_uint(nl::MRC_A_CONN_COOKIE, c)?;
-        }
+        m.put_uint(nl::MRC_A_CONN_COOKIE, sk.cookie())?;
         m.put_u32(nl::MRC_A_CONN_STATE, conn_state(s.conn.state()))?;
         if let Some(l) = &inner.local {
             m.put_ip(nl::MRC_A_CONN_LOCAL_ADDR, &l.ip)?;

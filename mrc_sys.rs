@@ -1071,11 +1071,11 @@ impl Sock {
         unsafe { ptr::read_volatile(ptr::addr_of!((*self.as_ptr()).sk_err)) != 0 }
     }
 
-    /// The socket cookie, if one was assigned (`SO_COOKIE` assigns it).
-    pub(crate) fn cookie(&self) -> Option<u64> {
-        // SAFETY: an atomic read of a socket field.
-        let c = unsafe { bindings::mrc_sock_cookie(self.as_ptr()) };
-        (c != 0).then_some(c)
+    /// The socket cookie (`SO_COOKIE`), assigned on first use. Any context.
+    pub(crate) fn cookie(&self) -> u64 {
+        // SAFETY: the socket is valid; assigning the cookie is an atomic
+        // compare-and-exchange of one of its fields.
+        unsafe { bindings::mrc_sock_cookie(self.as_ptr()) }
     }
 
     /// Sends an event with command `cmd` to the `events` group of the
@@ -2104,7 +2104,8 @@ pub(crate) mod nl {
         MRC_A_PATH_PACKETS_SENT, MRC_A_PATH_PLANE, MRC_A_PATH_PROBES_MISSED,
         MRC_A_PATH_PROBES_SENT, MRC_A_PATH_REMOTE_ADDR, MRC_A_PATH_REMOTE_PORT,
         MRC_A_PATH_RTTVAR_NS, MRC_A_PATH_SRTT_NS, MRC_A_PATH_STATE, MRC_A_PATH_TIME_IN_STATE_NS,
-        MRC_A_STATS_CONNS, MRC_A_STATS_DROPS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS,
+        MRC_A_STATS_CONNS, MRC_A_STATS_CONNS_FAILED, MRC_A_STATS_CONNS_OPENED, MRC_A_STATS_DROPS,
+        MRC_A_STATS_RETRANS_PACKETS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS,
         MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_CMD_CONN_CLOSED,
         MRC_CMD_CONN_ESTABLISHED, MRC_CMD_CONN_GET, MRC_CMD_ENDPOINT_ADDED, MRC_CMD_ENDPOINT_GET,
         MRC_CMD_ENDPOINT_REMOVED, MRC_CMD_PARAM_GET, MRC_CMD_PATH_STATE_CHANGE, MRC_CMD_STATS_GET,

@@ -119,7 +119,7 @@ void mrc_skb_queue_splice_tail(struct sk_buff_head *list, struct sk_buff_head *q
 void mrc_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start);
 u32 mrc_dst_mtu(const struct dst_entry *dst);
 struct genl_family;
-u64 mrc_sock_cookie(const struct sock *sk);
+u64 mrc_sock_cookie(struct sock *sk);
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net);
 struct sk_buff *mrc_genlmsg_new_atomic(void);
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb);

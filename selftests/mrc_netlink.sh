@@ -32,16 +32,18 @@ compare='
 import json, sys
 proc = dict(l.split() for l in open("/proc/net/mrc"))
 js = json.load(sys.stdin)
-pairs = [(k, js[k], proc[k]) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes")]
+pairs = [(k, js[k], proc[k]) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
+                                       "conns", "conns_opened", "conns_failed")]
+pairs.append(("retrans_packets", js["retrans_packets"], proc["tx_retransmits"]))
 pairs += [("drop_" + k, v, proc["drop_" + k]) for k, v in js["drops"].items()]
 bad = [f"{k}: netlink {a} != proc {b}" for k, a, b in pairs if int(a) != int(b)]
 rx = js["rx_packets"]
 print("; ".join(bad) if bad else f"equal {len(pairs)} rx_packets={rx}")
 '
 out=$(ip netns exec "$b" "$MRC_STATUS" --json stats | ip netns exec "$b" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 16 rx_packets=64" "$out"
+mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 20 rx_packets=64" "$out"
 out=$(ip netns exec "$a" "$MRC_STATUS" --json stats | ip netns exec "$a" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats in a (sent nothing to a)" "equal 16 rx_packets=0" "$out"
+mrc_check "mrc-status stats in a (sent nothing to a)" "equal 20 rx_packets=0" "$out"
 
 # The kernel's own client reads the family from the spec.
 ksrc=$(. "$MRC_DIR/scripts/env.sh" && kernel_src_dir)
@@ -341,6 +343,12 @@ mrc_wait_for 60 mrc_stat_cmp "$x" conns -eq 0
 mrc_check "x: no connection left" 0 "$(mrc_stat "$x" conns)"
 mrc_wait_for 60 mrc_stat_cmp "$y" conns -eq 0
 mrc_check "y: no connection left" 0 "$(mrc_stat "$y" conns)"
+# Every connection, held or churned, was opened once on each side and none failed.
+churned=$(sed -n 's/^churned \([0-9]*\) connections.*/\1/p' "$tmp/churn")
+for ns in x y; do
+	mrc_check "$ns: conns_opened and conns_failed" "$((nconn + churned)) 0" \
+		"$(mrc_stat "${!ns}" conns_opened) $(mrc_stat "${!ns}" conns_failed)"
+done
 rm -rf "$tmp"
 echo "# live connections until ${SECONDS}s"
 
