@@ -289,7 +289,7 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 		{ print; prev = $0 }' "$MRC_DIR/netlink/mrc.yaml" >"$tmp/u16.yaml"
 	out=$(ynl_err "$tmp/u16.yaml" '{"session-id": 1}')
 	case "$out" in
-	"-22 {'msg': 'invalid attribute length', 'bad-attr': '.session-id'"*)
+	"-22 {'msg': 'invalid attribute length', "*"'bad-attr': '.session-id'"*)
 		mrc_ok "ynl conn-get with a 2-byte session-id: EINVAL, extack names session-id" ;;
 	*) mrc_fail "ynl conn-get with a 2-byte session-id: $out" ;;
 	esac
