@@ -483,12 +483,14 @@ impl MrcNet {
         self.params.cc()
     }
 
-    /// Entropy values (paths) per plane of new connections.
+    /// Entropy values (paths) per plane of new connections: 1 to 256, as
+    /// the `param-set` policy allows. A connection opens paths up to its
+    /// path table's size and no further.
     pub(crate) fn ev_per_plane(&self) -> u16 {
         self.params
             .ev_per_plane
             .load(Ordering::Relaxed)
-            .clamp(1, 64) as u16
+            .clamp(1, 256) as u16
     }
 
     /// Counts a DATA or FIN packet sent again.
