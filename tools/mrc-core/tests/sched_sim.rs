@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Seeded simulations of the multipath scheduler on planes shaped like the test VM's: four
+//! veth planes, each a rate-limited bottleneck with a bounded queue (a tc qdisc's limit) and
+//! 1 ms of one-way delay, shared by the plane's paths (one per entropy value), 1500-byte
+//! MTU, and the connection settings the kernel glue uses.
+//!
+//! They check that per-plane byte shares follow the plane rates, that traffic moves off a
+//! plane whose delay grows by 200 ms, and that a clean transfer never stalls between
+//! deliveries.
+
+mod common;
+
+use common::{Rng, Sim, SimCfg, MS, SEC};
+use mrc_core::mrc_conn::ConnConfig;
+use mrc_core::mrc_proto::HEADER_LEN;
+
+/// Paths per plane, as the kernel opens them by default (`MRC_EV_PER_PLANE`).
+const EV: usize = 4;
+
+/// One megabit per second in bytes per second.
+const MBIT: u64 = 125_000;
+
+/// Packets a plane's qdisc holds (netem's default limit, the leaf of the VM's htb).
+const QUEUE_PKTS: u64 = 1000;
+
+/// Datagram size on a 1500-byte MTU, as the glue computes it (IPv6 and UDP headers off).
+const DGRAM: u32 = 1452;
+
+/// The connection settings of the kernel glue (`conn_config` in `mrc_net.rs`).
+fn vm_conn() -> ConnConfig {
+    let mut c = ConnConfig {
+        mtu: DGRAM,
+        max_msg: 1 << 20,
+        // The socket's buffers are at least two largest messages and 1 MiB.
+        rcvbuf: 3 << 20,
+        sndbuf: 3 << 20,
+        syn_retries: 8,
+        ..ConnConfig::default()
+    };
+    c.path.probe_timeout_min_ns = 10 * MS;
+    c.path.mss = DGRAM - HEADER_LEN as u32;
+    c
+}
+
+/// One plane per rate (Mbit/s), `EV` paths each sharing the plane's bottleneck, 1 ms.
+fn vm_planes(seed: u64, rates_mbit: &[u64]) -> SimCfg {
+    let mut cfg = SimCfg::clean(seed, rates_mbit.len() * EV, MS);
+    cfg.conn = vm_conn();
+    cfg.bottleneck = (0..rates_mbit.len() * EV).map(|i| i / EV * EV).collect();
+    for (i, (c2s, s2c)) in cfg.paths.iter_mut().enumerate() {
+        for l in [c2s, s2c] {
+            l.rate_bps = rates_mbit[i / EV] * MBIT;
+            l.queue_limit_bytes = QUEUE_PKTS * 1500;
+        }
+    }
+    cfg
+}
+
+/// Queues messages of mrc-perf's `mix` sizes (1 B, 1 MiB, then log-uniform in between) until
+/// `total` bytes; returns the sizes.
+fn send_mix(sim: &mut Sim, seed: u64, total: u64) -> Vec<usize> {
+    let mut rng = Rng(seed ^ 0x006d_6978);
+    let mut sizes = vec![1usize, 1 << 20];
+    let mut sum: u64 = sizes.iter().map(|&s| s as u64).sum();
+    while sum < total {
+        // 2^(20 * u) for u uniform in [0, 1), in 1/1024 steps of the exponent.
+        let e = rng.below(20 * 1024);
+        let len = ((1u64 << (e / 1024)) as f64 * 2f64.powf((e % 1024) as f64 / 1024.0)) as usize;
+        let len = len.clamp(1, 1 << 20);
+        sizes.push(len);
+        sum += len as u64;
+    }
+    for (i, &len) in sizes.iter().enumerate() {
+        let mut m = vec![0u8; len];
+        for (j, b) in m.iter_mut().enumerate() {
+            *b = (i * 31 + j) as u8;
+        }
+        sim.queue_message(0, m);
+    }
+    sim.service(0);
+    sizes
+}
+
+/// Bytes the client has sent on each plane so far, retransmissions included.
+fn plane_bytes(sim: &Sim, planes: usize) -> Vec<u64> {
+    let mut out = vec![0u64; planes];
+    for (i, p) in sim.nodes[0].conn.paths().iter() {
+        if let Some(b) = out.get_mut(i / EV) {
+            *b += p.counters().bytes_sent;
+        }
+    }
+    out
+}
+
+/// Payload bytes delivered to the server so far.
+fn delivered(sim: &Sim) -> u64 {
+    sim.nodes[1].received.iter().map(|d| d.len as u64).sum()
+}
+
+/// Per-plane shares in percent (tenths) of `after - before`.
+fn shares_permille(before: &[u64], after: &[u64]) -> Vec<u64> {
+    let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
+    let total: u64 = d.iter().sum::<u64>().max(1);
+    d.iter().map(|x| x * 1000 / total).collect()
+}
+
+fn describe(sim: &Sim) -> String {
+    let mut s = format!(
+        "seed {} t={}ms net {:?}\n",
+        sim.cfg.seed,
+        sim.now / MS,
+        sim.net
+    );
+    for n in &sim.nodes {
+        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
+        for (i, p) in n.conn.paths().iter() {
+            s += &format!(
+                "  path {i} {:?} cwnd {} inflight {} srtt {:?} sent {} lost {} retx {}\n",
+                p.state(),
+                p.cwnd(),
+                p.inflight(),
+                p.srtt_ns(),
+                p.counters().bytes_sent,
+                p.counters().bytes_lost,
+                p.counters().bytes_retx,
+            );
+        }
+    }
+    s
+}
+
+fn assert_clean(sim: &Sim, finished: bool) {
+    let problems = sim.check_delivery();
+    assert!(
+        finished && problems.is_empty(),
+        "finished={finished} problems={problems:#?}\n{}",
+        describe(sim)
+    );
+}
+
+/// Runs a whole `mix` transfer of `total` bytes over planes of `rates_mbit` and checks that
+/// every plane's share of the bytes sent is within `tol_permille` of its share of the rates.
+fn rate_shares(rates_mbit: &[u64], total: u64, tol_permille: u64, stalls: Option<(u64, u64)>) {
+    for seed in 1..=2 {
+        let mut cfg = vm_planes(seed, rates_mbit);
+        cfg.stalls = stalls;
+        let mut sim = Sim::new(cfg);
+        send_mix(&mut sim, seed, total);
+        let before = plane_bytes(&sim, rates_mbit.len());
+        let done = sim.run();
+        assert_clean(&sim, done);
+        let got = shares_permille(&before, &plane_bytes(&sim, rates_mbit.len()));
+        let sum: u64 = rates_mbit.iter().sum();
+        let want: Vec<u64> = rates_mbit.iter().map(|r| r * 1000 / sum).collect();
+        let kbit = total * 8 * (SEC / 1000) / sim.now.max(1);
+        eprintln!(
+            "planes {rates_mbit:?} seed {seed}: shares {got:?} permille (want {want:?}), \
+             {} ms, {kbit} of {} kbit/s",
+            sim.now / MS,
+            sum * 1000
+        );
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                g.abs_diff(*w) <= tol_permille,
+                "plane {i}: {g} permille of the bytes, {w} by rate: {got:?}\n{}",
+                describe(&sim)
+            );
+        }
+    }
+}
+
+/// Each plane's share within 5 percentage points of its share of the summed rate.
+const SHARE_TOL_PERMILLE: u64 = 50;
+
+#[test]
+fn shares_follow_rates_1_2_4_8_mbit() {
+    rate_shares(&[1, 2, 4, 8], 6 << 20, SHARE_TOL_PERMILLE, None);
+}
+
+#[test]
+fn shares_follow_rates_10_20_40_80_mbit() {
+    rate_shares(&[10, 20, 40, 80], 48 << 20, SHARE_TOL_PERMILLE, None);
+}
+
+/// Host stalls of up to 3 ms every 5 ms or so, as on the VM under emulation (TCG): every
+/// RTT sample carries the stalls, which the delay controller reads as queueing delay.
+const LOADED_HOST: Option<(u64, u64)> = Some((5 * MS, 3 * MS));
+
+// Fails: measured 119/190/270/419 permille (want 66/133/266/533) and 74 of 150 Mbit/s, the
+// pattern seen on the VM (the fast plane under-used). The stalls inflate every RTT sample by
+// milliseconds, so the delay controller keeps each path's window near its floor and the
+// fast plane, whose rate needs the largest windows, is window-limited below its rate.
+#[test]
+#[ignore = "delay controller reads host stalls as queueing: fast plane under-used"]
+fn shares_follow_rates_10_20_40_80_mbit_on_a_loaded_host() {
+    rate_shares(&[10, 20, 40, 80], 48 << 20, SHARE_TOL_PERMILLE, LOADED_HOST);
+}
+
+/// Longest time between two consecutive deliveries beyond what the second message needs at
+/// the summed rate of the planes, and the longest raw gap; both in ns.
+fn delivery_gaps(sim: &Sim, rate_bps: u64, start: usize) -> (u64, u64, usize) {
+    let at = &sim.nodes[1].received_at;
+    let (mut excess, mut raw, mut worst) = (0, 0, 0);
+    for i in start.max(1)..at.len() {
+        let gap = at[i] - at[i - 1];
+        let need = sim.nodes[1].received[i].len as u64 * SEC / rate_bps;
+        raw = raw.max(gap);
+        if gap.saturating_sub(need) > excess {
+            excess = gap.saturating_sub(need);
+            worst = i;
+        }
+    }
+    (excess, raw, worst)
+}
+
+/// Delivery gaps beyond the time the message itself takes at the summed plane rate.
+const GAP_EXCESS_MAX_NS: u64 = 20 * MS;
+
+#[test]
+fn clean_planes_deliver_without_stalls() {
+    delivery_without_stalls(None);
+}
+
+// Fails: measured a 56 ms excess gap (93 ms raw) with seed 1, no RTO: the windows kept small
+// by the stalls (see above) halve the throughput, so 1 MiB messages take twice as long.
+#[test]
+#[ignore = "delay controller reads host stalls as queueing: throughput halves"]
+fn clean_planes_on_a_loaded_host_deliver_without_stalls() {
+    delivery_without_stalls(LOADED_HOST);
+}
+
+fn delivery_without_stalls(stalls: Option<(u64, u64)>) {
+    let rates = [50, 50, 50, 50];
+    for seed in 1..=4 {
+        let mut cfg = vm_planes(seed, &rates);
+        cfg.stalls = stalls;
+        let mut sim = Sim::new(cfg);
+        send_mix(&mut sim, seed, 24 << 20);
+        let done = sim.run();
+        assert_clean(&sim, done);
+        let (excess, raw, i) = delivery_gaps(&sim, 200 * MBIT, 0);
+        eprintln!(
+            "4x50 Mbit/s seed {seed}: {} ms, longest gap {} us, worst excess {} us before \
+             message {i}, rtos {}",
+            sim.now / MS,
+            raw / 1000,
+            excess / 1000,
+            sim.nodes[0].conn.stats().rtos
+        );
+        assert!(
+            excess <= GAP_EXCESS_MAX_NS,
+            "gap before message {i} is {excess} ns longer than its transfer\n{}",
+            describe(&sim)
+        );
+    }
+}
+
+/// Share of the bytes after the delay change the slowed plane may carry.
+const SLOWED_MAX_PERMILLE: u64 = 100;
+
+#[test]
+fn delayed_plane_loses_its_traffic() {
+    let rates = [50, 50, 50, 50];
+    let total = 32u64 << 20;
+    for seed in 1..=2 {
+        let cfg = vm_planes(seed, &rates);
+        let mut sim = Sim::new(cfg);
+        send_mix(&mut sim, seed, total);
+        let reached = sim.run_until(|s| delivered(s) >= total / 5);
+        assert!(reached, "{}", describe(&sim));
+        let t_change = sim.now;
+        for (c2s, s2c) in sim.cfg.paths[EV..2 * EV].iter_mut() {
+            for l in [c2s, s2c] {
+                l.delay_changes.push((t_change, 201 * MS));
+            }
+        }
+        let reached = sim.run_until(|s| delivered(s) >= total * 3 / 10);
+        assert!(reached, "{}", describe(&sim));
+        let before = plane_bytes(&sim, rates.len());
+        let t_measure = sim.now;
+        let done = sim.run();
+        assert_clean(&sim, done);
+        let got = shares_permille(&before, &plane_bytes(&sim, rates.len()));
+        eprintln!(
+            "200 ms on plane 1 at {} ms, measured from {} ms to {} ms: shares {got:?} permille",
+            t_change / MS,
+            t_measure / MS,
+            sim.now / MS
+        );
+        assert!(
+            got[1] <= SLOWED_MAX_PERMILLE,
+            "slowed plane carried {} permille: {got:?}\n{}",
+            got[1],
+            describe(&sim)
+        );
+    }
+}
