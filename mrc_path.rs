@@ -25,9 +25,10 @@
 //! probe timeout while the peer acknowledges data sent on other paths, that
 //! counts as a missed heartbeat; if no path was acknowledged meanwhile, the
 //! silence may be the peer's (a full receive buffer, a stalled host), so the
-//! path is only probed. An idle path is probed every `heartbeat_busy_ns` (or
-//! once per smoothed RTT, if that is longer) while the connection has data
-//! outstanding and every `heartbeat_idle_ns` otherwise. With the defaults
+//! path is only probed. An idle path is probed `heartbeat_busy_ns` after its
+//! last probe was answered (one probe at a time, so a path with a long RTT is
+//! probed about once per RTT) while the connection has data outstanding, and
+//! every `heartbeat_idle_ns` otherwise. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
 //! Failed about 2 ms later. The idle heartbeat is 10 s (SCTP's is 30 s): an
@@ -902,10 +903,11 @@ impl PathTable {
                 .max(p.inflight_since_ns)
                 .saturating_add(timeout),
             PathState::Active => {
-                // Probing more often than once per RTT cannot learn anything sooner.
+                // With one probe at a time, a path whose RTT is long is probed once per RTT;
+                // its next probe is not held back by the RTT too, so that a path the
+                // scheduler leaves idle because it was slow is found fast again soon.
                 let hb = if busy {
-                    let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-                    self.cfg.heartbeat_busy_ns.max(srtt)
+                    self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
                 };

@@ -256,42 +256,85 @@ fn delivery_without_stalls(stalls: Option<(u64, u64)>) {
 /// Share of the bytes after the delay change the slowed plane may carry.
 const SLOWED_MAX_PERMILLE: u64 = 100;
 
-#[test]
-fn delayed_plane_loses_its_traffic() {
-    let rates = [50, 50, 50, 50];
-    let total = 32u64 << 20;
+/// Share of the bytes the plane must carry again once its delay is back to normal (its fair
+/// share is 250).
+const RESTORED_MIN_PERMILLE: u64 = 150;
+
+/// One of four planes gets 200 ms more delay at 20 % of the transfer and is back to 1 ms
+/// at 60 %: its share from 30 % to 60 % must fall to at most [`SLOWED_MAX_PERMILLE`], and
+/// from 75 % to the end come back to at least [`RESTORED_MIN_PERMILLE`].
+fn delayed_plane(rate_mbit: u64, stalls: Option<(u64, u64)>) {
+    let rates = [rate_mbit; 4];
+    // About 2.6 s of the planes' summed rate.
+    let total = rate_mbit * MBIT * 4 * 26 / 10;
     for seed in 1..=2 {
-        let cfg = vm_planes(seed, &rates);
+        let mut cfg = vm_planes(seed, &rates);
+        cfg.stalls = stalls;
         let mut sim = Sim::new(cfg);
         send_mix(&mut sim, seed, total);
-        let reached = sim.run_until(|s| delivered(s) >= total / 5);
-        assert!(reached, "{}", describe(&sim));
-        let t_change = sim.now;
-        for (c2s, s2c) in sim.cfg.paths[EV..2 * EV].iter_mut() {
-            for l in [c2s, s2c] {
-                l.delay_changes.push((t_change, 201 * MS));
+        let at = |sim: &mut Sim, permille: u64| {
+            let reached = sim.run_until(|s| delivered(s) >= total * permille / 1000);
+            assert!(reached, "{}", describe(sim));
+            (sim.now, plane_bytes(sim, rates.len()))
+        };
+        let set_delay = |sim: &mut Sim, delay: u64| {
+            let now = sim.now;
+            for (c2s, s2c) in sim.cfg.paths[EV..2 * EV].iter_mut() {
+                for l in [c2s, s2c] {
+                    l.delay_changes.push((now, delay));
+                }
             }
-        }
-        let reached = sim.run_until(|s| delivered(s) >= total * 3 / 10);
-        assert!(reached, "{}", describe(&sim));
-        let before = plane_bytes(&sim, rates.len());
-        let t_measure = sim.now;
+        };
+        let (t_change, _) = at(&mut sim, 200);
+        set_delay(&mut sim, 201 * MS);
+        let (t_slow, slow_from) = at(&mut sim, 300);
+        let (t_back, slow_to) = at(&mut sim, 600);
+        set_delay(&mut sim, MS);
+        let (t_restored, restored_from) = at(&mut sim, 750);
         let done = sim.run();
         assert_clean(&sim, done);
-        let got = shares_permille(&before, &plane_bytes(&sim, rates.len()));
+        let slowed = shares_permille(&slow_from, &slow_to);
+        let restored = shares_permille(&restored_from, &plane_bytes(&sim, rates.len()));
         eprintln!(
-            "200 ms on plane 1 at {} ms, measured from {} ms to {} ms: shares {got:?} permille",
+            "{rate_mbit} Mbit/s planes, stalls {stalls:?}, seed {seed}: +200 ms on plane 1 at \
+             {} ms, shares {}-{} ms {slowed:?}; back to 1 ms at {} ms, shares {}-{} ms \
+             {restored:?} permille",
             t_change / MS,
-            t_measure / MS,
+            t_slow / MS,
+            t_back / MS,
+            t_back / MS,
+            t_restored / MS,
             sim.now / MS
         );
         assert!(
-            got[1] <= SLOWED_MAX_PERMILLE,
-            "slowed plane carried {} permille: {got:?}\n{}",
-            got[1],
+            slowed[1] <= SLOWED_MAX_PERMILLE,
+            "slowed plane carried {} permille: {slowed:?}\n{}",
+            slowed[1],
+            describe(&sim)
+        );
+        assert!(
+            restored[1] >= RESTORED_MIN_PERMILLE,
+            "restored plane carried {} permille: {restored:?}\n{}",
+            restored[1],
             describe(&sim)
         );
     }
+}
+
+#[test]
+fn delayed_plane_loses_its_traffic() {
+    delayed_plane(50, None);
+}
+
+#[test]
+fn delayed_slow_plane_loses_its_traffic() {
+    // The selftest's variant: 8 Mbit/s planes.
+    delayed_plane(8, None);
+}
+
+#[test]
+fn delayed_plane_loses_its_traffic_on_a_loaded_host() {
+    delayed_plane(50, LOADED_HOST);
 }
 
 /// Losses both ways, queues that overflow and host stalls cost retransmissions, but never
