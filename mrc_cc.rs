@@ -230,17 +230,20 @@ impl Window {
         self.in_flight = self.in_flight.saturating_sub(bytes);
     }
 
-    /// Starts a new peak measurement once per RTT, before `bytes_acked` are removed.
+    /// Starts a new peak measurement once per RTT, before `bytes_acked` are removed;
+    /// returns whether it did, which starts the per-RTT windows of [`Delay`] too.
     ///
     /// A clock that jumps backwards by more than any RTT restarts the
     /// measurement too, so that the peak cannot freeze for the jump's length.
-    fn roll_peak(&mut self, now_ns: u64) {
+    fn roll_peak(&mut self, now_ns: u64) -> bool {
         if now_ns >= self.peak_window_end_ns
             || now_ns < self.peak_window_end_ns.saturating_sub(MAX_RTT_NS)
         {
             self.peak_in_flight = self.in_flight;
             self.peak_window_end_ns = now_ns.saturating_add(u64::from(self.srtt_or_initial()));
+            return true;
         }
+        false
     }
 
     fn in_slow_start(&self) -> bool {
@@ -355,7 +358,7 @@ impl CongestionControl for Reno {
     }
 
     fn on_ack(&mut self, now_ns: u64, bytes_acked: u32, rtt_sample_ns: Option<u64>, ece: bool) {
-        self.w.roll_peak(now_ns);
+        let _ = self.w.roll_peak(now_ns);
         self.w.on_gone(bytes_acked);
         if let Some(rtt) = rtt_sample_ns {
             self.w.sample_rtt(now_ns, rtt);
@@ -392,7 +395,8 @@ impl CongestionControl for Reno {
 /// Delay- and ECN-driven controller, the default.
 ///
 /// The window grows (fast start, then one MSS per RTT) while the queueing
-/// delay, the RTT sample minus the path's base RTT, stays below the target.
+/// delay, the standing RTT (the smallest sample of the last one or two RTTs)
+/// minus the path's base RTT, stays below the target.
 /// Above the target it shrinks in proportion to the excess, as Swift does;
 /// on ECN echoes it shrinks by half the smoothed fraction of marked bytes, as
 /// DCTCP does; on loss it halves. Decreases happen at most once per RTT and
@@ -406,7 +410,10 @@ pub struct Delay {
     alpha_q10: u32,
     ecn_acked: u32,
     ecn_marked: u32,
-    ecn_window_end_ns: u64,
+    /// Smallest RTT sample of the current round (see [`Window::roll_peak`]), zero if none.
+    win_min_rtt_ns: u32,
+    /// Smallest RTT sample of the round before, zero if none.
+    prev_min_rtt_ns: u32,
 }
 
 impl Delay {
@@ -423,7 +430,8 @@ impl Delay {
             alpha_q10: Q10 as u32,
             ecn_acked: 0,
             ecn_marked: 0,
-            ecn_window_end_ns: 0,
+            win_min_rtt_ns: 0,
+            prev_min_rtt_ns: 0,
         }
     }
 
@@ -447,12 +455,14 @@ impl Delay {
         self.w.mss
     }
 
-    fn update_ecn(&mut self, now_ns: u64, bytes: u32, ece: bool) {
+    /// Counts acknowledged and marked bytes; at the start of a round (`rolled`) folds the
+    /// round that ended into the smoothed marked fraction.
+    fn update_ecn(&mut self, rolled: bool, bytes: u32, ece: bool) {
         self.ecn_acked = self.ecn_acked.saturating_add(bytes);
         if ece {
             self.ecn_marked = self.ecn_marked.saturating_add(bytes);
         }
-        if now_ns < self.ecn_window_end_ns {
+        if !rolled {
             return;
         }
         if self.ecn_acked > 0 {
@@ -469,7 +479,31 @@ impl Delay {
         }
         self.ecn_acked = 0;
         self.ecn_marked = 0;
-        self.ecn_window_end_ns = now_ns.saturating_add(u64::from(self.w.srtt_or_initial()));
+    }
+
+    /// Takes an RTT sample, if any, into the standing RTT and returns it: the smallest
+    /// sample of the current and the previous round (one smoothed RTT each).
+    ///
+    /// As in Copa, the smallest recent sample rather than each one measures the queue: a
+    /// standing queue raises every sample, while a host that stalls (softirq or timer work
+    /// delayed on a loaded or emulated machine) or acknowledgements that bunch up raise
+    /// only some of them. Reading those as queueing would keep the windows near their floor
+    /// and leave fast paths idle.
+    fn standing_rtt(&mut self, rolled: bool, rtt_ns: Option<u64>) -> Option<u64> {
+        if rolled {
+            self.prev_min_rtt_ns = self.win_min_rtt_ns;
+            self.win_min_rtt_ns = 0;
+        }
+        let r = clamp_rtt(rtt_ns?);
+        self.win_min_rtt_ns = match self.win_min_rtt_ns {
+            0 => r,
+            m => m.min(r),
+        };
+        let m = match self.prev_min_rtt_ns {
+            0 => self.win_min_rtt_ns,
+            p => p.min(self.win_min_rtt_ns),
+        };
+        Some(u64::from(m))
     }
 
     /// Returns the decrease (Q10) the RTT sample asks for, zero if on target.
@@ -494,18 +528,21 @@ impl CongestionControl for Delay {
     }
 
     fn on_ack(&mut self, now_ns: u64, bytes_acked: u32, rtt_sample_ns: Option<u64>, ece: bool) {
-        self.w.roll_peak(now_ns);
-        self.w.on_gone(bytes_acked);
-        let mut cut = 0;
+        // The sample first, so that the first round lasts the first RTT measured.
         if let Some(rtt) = rtt_sample_ns {
             self.w.sample_rtt(now_ns, rtt);
-            cut = self.delay_decrease(rtt);
+        }
+        let rolled = self.w.roll_peak(now_ns);
+        self.w.on_gone(bytes_acked);
+        let mut cut = 0;
+        if let Some(standing) = self.standing_rtt(rolled, rtt_sample_ns) {
+            cut = self.delay_decrease(standing);
         }
         if ece {
             // The fraction as of the previous observation window, as in DCTCP.
             cut = cut.max(u64::from(self.alpha_q10) / 2).max(1);
         }
-        self.update_ecn(now_ns, bytes_acked, ece);
+        self.update_ecn(rolled, bytes_acked, ece);
         if cut > 0 {
             if self.w.may_decrease(now_ns) {
                 self.w.decrease(now_ns, cut);

@@ -694,6 +694,8 @@ pub struct Conn {
     acked_msgs: u64,
     /// Message bytes accepted and not yet cumulatively acknowledged.
     snd_buffered: u64,
+    /// Message bytes accepted and not yet segmented into packets.
+    snd_queued: u64,
     fin_queued: bool,
     fin_seq: Option<u64>,
     fin_acked: bool,
@@ -705,6 +707,8 @@ pub struct Conn {
     persist: bool,
     /// One packet may ignore the peer's window.
     persist_probe: bool,
+    /// The latest window probe, while it may still be outstanding.
+    wprobe_seq: Option<u64>,
     rack_order: [u64; MAX_PATHS],
     rack_deadline: Option<u64>,
     probe_due: PathSet,
@@ -784,6 +788,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         next_msg_id: _,
         acked_msgs: _,
         snd_buffered: _,
+        snd_queued: _,
         fin_queued: _,
         fin_seq: _,
         fin_acked: _,
@@ -792,6 +797,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         progress_ns: _,
         persist: _,
         persist_probe: _,
+        wprobe_seq: _,
         rack_order: _,
         rack_deadline: _,
         probe_due: _,
@@ -902,6 +908,7 @@ impl Conn {
             addr_of_mut!((*p).next_msg_id).write(0);
             addr_of_mut!((*p).acked_msgs).write(0);
             addr_of_mut!((*p).snd_buffered).write(0);
+            addr_of_mut!((*p).snd_queued).write(0);
             addr_of_mut!((*p).fin_queued).write(false);
             addr_of_mut!((*p).fin_seq).write(None);
             addr_of_mut!((*p).fin_acked).write(false);
@@ -910,6 +917,7 @@ impl Conn {
             addr_of_mut!((*p).progress_ns).write(0);
             addr_of_mut!((*p).persist).write(false);
             addr_of_mut!((*p).persist_probe).write(false);
+            addr_of_mut!((*p).wprobe_seq).write(None);
             let rack_order = addr_of_mut!((*p).rack_order).cast::<u64>();
             for i in 0..MAX_PATHS {
                 rack_order.add(i).write(0);
@@ -1439,6 +1447,7 @@ impl Conn {
         let id = self.next_msg_id;
         self.next_msg_id = self.next_msg_id.saturating_add(1);
         self.snd_buffered = self.snd_buffered.saturating_add(u64::from(len));
+        self.snd_queued = self.snd_queued.saturating_add(u64::from(len));
         self.stats.msgs_sent = self.stats.msgs_sent.saturating_add(1);
         Ok(id)
     }
@@ -1781,9 +1790,13 @@ impl Conn {
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             if slot.state == SlotState::Lost {
                 self.retx_cursor = seq;
-                let path = self
-                    .paths
-                    .pick_retransmit_path(wire_len(slot.len), Some(usize::from(slot.path)))?;
+                let backlog = u64::from(self.lost_count)
+                    .saturating_mul(u64::from(wire_len(self.cfg.max_payload())));
+                let path = self.paths.pick_retransmit_path_backlog(
+                    wire_len(slot.len),
+                    Some(usize::from(slot.path)),
+                    backlog,
+                )?;
                 self.lost_count = self.lost_count.saturating_sub(1);
                 self.retx_cursor = seq.saturating_add(1);
                 return self.emit_slot(now_ns, seq, path, true, buf);
@@ -1794,6 +1807,25 @@ impl Conn {
         self.lost_count = 0;
         self.retx_cursor = self.snd_nxt;
         None
+    }
+
+    /// Returns the new data, in wire bytes, that could be sent now if the paths had window
+    /// room: the queued messages, as far as the peer's window and the send ring allow.
+    fn sendable_bytes(&self) -> u64 {
+        let used = self.snd_nxt.saturating_sub(self.peer_hold_base());
+        let pkts = WINDOW_SEQ.saturating_sub(used);
+        let mss = u64::from(self.cfg.max_payload());
+        let payload = self
+            .snd_queued
+            .min(u64::from(self.peer_rwnd()))
+            .min(pkts.saturating_mul(mss))
+            .max(1);
+        // Every packet but each message's last is full, so this rounds up slightly.
+        payload.saturating_add(
+            payload
+                .div_ceil(mss.max(1))
+                .saturating_mul(HEADER_LEN as u64),
+        )
     }
 
     fn ring_full(&self) -> bool {
@@ -1834,7 +1866,15 @@ impl Conn {
             }
             return None;
         }
-        let path = self.paths.pick_path(now_ns, wire_len(len))?;
+        // A window probe goes out alone whatever the backlog.
+        let backlog = if probe {
+            u64::MAX
+        } else {
+            self.sendable_bytes()
+        };
+        let path = self
+            .paths
+            .pick_path_backlog(now_ns, wire_len(len), backlog)?;
         if probe {
             self.persist_probe = false;
             self.stats.window_probes = self.stats.window_probes.saturating_add(1);
@@ -1847,6 +1887,9 @@ impl Conn {
             flags |= SF_LAST;
         }
         let seq = self.snd_nxt;
+        if probe {
+            self.wprobe_seq = Some(seq);
+        }
         let slot = self.send.get_mut(slot_of(seq))?;
         *slot = SendSlot {
             msg_id: self.msgq_head_id,
@@ -1858,6 +1901,7 @@ impl Conn {
         self.snd_nxt = seq.saturating_add(1);
         self.snd_unknown = self.snd_unknown.saturating_add(u64::from(len));
         self.snd_new_bytes = self.snd_new_bytes.saturating_add(u64::from(len));
+        self.snd_queued = self.snd_queued.saturating_sub(u64::from(len));
         if flags & SF_LAST != 0 {
             self.msgq_head = self.msgq_head.wrapping_add(1) % MSG_QUEUE;
             self.msgq_len = self.msgq_len.saturating_sub(1);
@@ -2147,6 +2191,7 @@ impl Conn {
                     progress = true;
                 }
             }
+            self.resend_window_probe(now_ns);
             if self.persist || self.peer_rwnd() < self.cfg.max_payload() {
                 // The peer is alive and has told its window: a closed window is not a dead
                 // peer, so it does not count towards giving up.
@@ -2175,6 +2220,31 @@ impl Conn {
             }
         }
         true
+    }
+
+    /// Declares the latest window probe lost once the peer's window has opened without it
+    /// being acknowledged.
+    ///
+    /// A probe sent into a closed window is usually dropped by the receiver, and its path
+    /// cannot tell that by time (RACK looks at one path, and nothing else is sent on that
+    /// path meanwhile), so it would otherwise wait for a retransmission timeout while the
+    /// packets sent behind it on other paths are held up at the receiver.
+    fn resend_window_probe(&mut self, now_ns: u64) {
+        let Some(seq) = self.wprobe_seq else {
+            return;
+        };
+        let in_flight = seq >= self.snd_una
+            && seq < self.snd_nxt
+            && self
+                .send
+                .get(slot_of(seq))
+                .is_some_and(|s| s.state == SlotState::InFlight);
+        if !in_flight {
+            self.wprobe_seq = None;
+        } else if self.peer_rwnd() >= self.cfg.max_payload() {
+            self.wprobe_seq = None;
+            self.mark_lost(now_ns, seq);
+        }
     }
 
     /// Returns the RACK reorder window of a path.

@@ -25,9 +25,10 @@
 //! probe timeout while the peer acknowledges data sent on other paths, that
 //! counts as a missed heartbeat; if no path was acknowledged meanwhile, the
 //! silence may be the peer's (a full receive buffer, a stalled host), so the
-//! path is only probed. An idle path is probed every `heartbeat_busy_ns` (or
-//! once per smoothed RTT, if that is longer) while the connection has data
-//! outstanding and every `heartbeat_idle_ns` otherwise. With the defaults
+//! path is only probed. An idle path is probed `heartbeat_busy_ns` after its
+//! last probe was answered (one probe at a time, so a path with a long RTT is
+//! probed about once per RTT) while the connection has data outstanding, and
+//! every `heartbeat_idle_ns` otherwise. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
 //! Failed about 2 ms later. The idle heartbeat is 10 s (SCTP's is 30 s): an
@@ -74,6 +75,9 @@ const RTO_GRANULARITY_NS: u64 = 1_000;
 /// Largest backoff exponent for probes of a Failed path; the configured
 /// maximum interval usually caps the backoff much earlier.
 const MAX_BACKOFF_SHIFT: u8 = 20;
+
+/// Fixed-point shift of the window drain rates the scheduler sums (bytes per nanosecond).
+const RATE_SHIFT: u32 = 20;
 
 /// Index of a path in a [`PathTable`], below [`MAX_PATHS`].
 pub type PathIdx = usize;
@@ -899,10 +903,11 @@ impl PathTable {
                 .max(p.inflight_since_ns)
                 .saturating_add(timeout),
             PathState::Active => {
-                // Probing more often than once per RTT cannot learn anything sooner.
+                // With one probe at a time, a path whose RTT is long is probed once per RTT;
+                // its next probe is not held back by the RTT too, so that a path the
+                // scheduler leaves idle because it was slow is found fast again soon.
                 let hb = if busy {
-                    let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-                    self.cfg.heartbeat_busy_ns.max(srtt)
+                    self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
                 };
@@ -1040,45 +1045,121 @@ impl PathTable {
             .unwrap_or(u64::MAX)
     }
 
+    /// Returns when the paths accepted by `faster`, whose windows are full, would deliver
+    /// `backlog` more bytes behind what they have in flight: their lowest smoothed RTT plus
+    /// the time their windows, together, take to drain it all. `None` if no path is accepted.
+    fn drain_estimate(&self, backlog: u64, faster: impl Fn(PathIdx, &Path) -> bool) -> Option<u64> {
+        let mut min_srtt: Option<u64> = None;
+        let mut queued = backlog;
+        // Sum of cwnd / srtt in bytes per nanosecond, in units of 2^-RATE_SHIFT.
+        let mut rate = 0u64;
+        for (i, p) in self.iter() {
+            if !faster(i, p) {
+                continue;
+            }
+            let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+            min_srtt = Some(min_srtt.map_or(srtt, |m| m.min(srtt)));
+            queued = queued.saturating_add(p.inflight);
+            let r = (u64::from(p.cc.cwnd()) << RATE_SHIFT)
+                .checked_div(srtt)
+                .unwrap_or(0);
+            rate = rate.saturating_add(r);
+        }
+        let drain = queued
+            .saturating_mul(1 << RATE_SHIFT)
+            .checked_div(rate)
+            .unwrap_or(u64::MAX);
+        min_srtt.map(|m| m.saturating_add(drain))
+    }
+
     /// Chooses the path for a new packet of `bytes`, or `None` if it must wait.
     ///
-    /// Among Active non-backup paths whose window has room for the packet,
-    /// the one with the earliest expected delivery wins (lowest index on a
-    /// tie). Backup paths are used only when no non-backup path is Active; a
-    /// non-backup path that is Active but whose window is full makes the
-    /// packet wait instead of spilling onto a backup. `_now_ns` is reserved
-    /// for pacing.
-    pub fn pick_path(&self, _now_ns: u64, bytes: u32) -> Option<PathIdx> {
+    /// The same as [`PathTable::pick_path_backlog`] with an unlimited backlog: every path
+    /// with window room is worth using.
+    pub fn pick_path(&self, now_ns: u64, bytes: u32) -> Option<PathIdx> {
+        self.pick_path_backlog(now_ns, bytes, u64::MAX)
+    }
+
+    /// Chooses the path for a new packet of `bytes`, with `backlog` bytes (this packet
+    /// included) ready to be sent now, or `None` if it must wait.
+    ///
+    /// Among Active non-backup paths whose window has room for the packet, the one with
+    /// the earliest expected delivery wins (lowest index on a tie). If paths that would
+    /// deliver it earlier are only waiting for window room, the packet waits for them
+    /// unless they could not get the whole backlog through before the chosen path delivers
+    /// it (earliest completion first): a path much slower than the others, such as one
+    /// whose delay grew by hundreds of milliseconds, then carries nothing, since what it
+    /// carried would hold up delivery of everything sent behind it; while the backlog is
+    /// large, every path helps and shares follow the windows.
+    ///
+    /// Backup paths are used only when no non-backup path is Active; a non-backup path
+    /// that is Active but whose window is full makes the packet wait instead of spilling
+    /// onto a backup. `_now_ns` is reserved for pacing.
+    pub fn pick_path_backlog(&self, _now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
         let any_primary = self
             .iter()
             .any(|(_, p)| p.state == PathState::Active && !p.backup);
-        self.iter()
-            .filter(|(_, p)| {
-                p.state == PathState::Active && p.backup != any_primary && p.has_room(bytes)
-            })
-            .min_by_key(|(i, p)| (self.delivery_estimate(p, bytes), *i))
-            .map(|(i, _)| i)
+        let eligible = |p: &Path| p.state == PathState::Active && p.backup != any_primary;
+        let (cand, due) = self
+            .iter()
+            .filter(|(_, p)| eligible(p) && p.has_room(bytes))
+            .map(|(i, p)| (i, self.delivery_estimate(p, bytes)))
+            .min_by_key(|&(i, d)| (d, i))?;
+        let waiting = self.drain_estimate(backlog, |_, p| {
+            eligible(p) && !p.has_room(bytes) && self.delivery_estimate(p, bytes) < due
+        });
+        match waiting {
+            Some(t) if t < due => None,
+            _ => Some(cand),
+        }
     }
 
     /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`.
     ///
-    /// Prefers the Active non-backup path with the lowest smoothed RTT and
-    /// window room other than `exclude`, then such a backup path. `exclude`
-    /// itself is used only when it is the sole Active path: while another
-    /// Active path exists, waiting for its window beats resending on the
-    /// path that just lost the packet. `None` means the retransmission must
-    /// wait for window room or a path.
+    /// The same as [`PathTable::pick_retransmit_path_backlog`] with an unlimited backlog.
     pub fn pick_retransmit_path(&self, bytes: u32, exclude: Option<PathIdx>) -> Option<PathIdx> {
-        let usable = |i: PathIdx, p: &Path| {
-            p.state == PathState::Active && p.has_room(bytes) && Some(i) != exclude
-        };
+        self.pick_retransmit_path_backlog(bytes, exclude, u64::MAX)
+    }
+
+    /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`, with
+    /// `backlog` bytes of retransmissions (this one included) waiting.
+    ///
+    /// Prefers the Active non-backup path with the lowest smoothed RTT and window room
+    /// other than `exclude`, then such a backup path. As for new data, the packet waits
+    /// for paths that would deliver it earlier but have no window room, unless they could
+    /// not get the backlog through before the chosen path delivers it. `exclude` itself is
+    /// used only when it is the sole Active path: while another Active path exists, waiting
+    /// for its window beats resending on the path that just lost the packet. `None` means
+    /// the retransmission must wait for window room or a path.
+    pub fn pick_retransmit_path_backlog(
+        &self,
+        bytes: u32,
+        exclude: Option<PathIdx>,
+        backlog: u64,
+    ) -> Option<PathIdx> {
+        let usable = |i: PathIdx, p: &Path| p.state == PathState::Active && Some(i) != exclude;
         let fastest = |backup: bool| {
-            self.iter()
-                .filter(|(i, p)| usable(*i, p) && p.backup == backup)
-                .min_by_key(|(i, p)| (p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns).0, *i))
-                .map(|(i, _)| i)
+            let (cand, p) = self
+                .iter()
+                .filter(|(i, p)| usable(*i, p) && p.has_room(bytes) && p.backup == backup)
+                .min_by_key(|(i, p)| (p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns).0, *i))?;
+            let due = self.delivery_estimate(p, bytes);
+            let waiting = self.drain_estimate(backlog, |i, q| {
+                usable(i, q)
+                    && q.backup == backup
+                    && !q.has_room(bytes)
+                    && self.delivery_estimate(q, bytes) < due
+            });
+            match waiting {
+                Some(t) if t < due => Some(None),
+                _ => Some(Some(cand)),
+            }
         };
-        fastest(false).or_else(|| fastest(true)).or_else(|| {
+        let pick = match fastest(false) {
+            Some(choice) => choice,
+            None => fastest(true).flatten(),
+        };
+        pick.or_else(|| {
             let i = exclude?;
             let p = self.get(i)?;
             let alone = self

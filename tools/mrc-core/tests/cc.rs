@@ -174,17 +174,22 @@ fn delay_decreases_on_excess_delay_once_per_rtt() {
     // Queueing below the 100 us target: still growing.
     now = round(&mut cc, now, base + 90 * US, false);
     assert_eq!(cc.cwnd(), 80 * MSS);
-    // 400 us of queueing: excess 300 us of a 450 us RTT, cut 0.8 * 300/450
-    // = 53% capped at one half, once for the whole window.
+    // 400 us of queueing. The queue is measured by the smallest sample of the
+    // current and the previous RTT, so the first round of it still meets the
+    // previous round's smaller samples and the window grows once more.
     let rtt = base + 400 * US;
-    round(&mut cc, now, rtt, false);
-    assert_eq!(cc.cwnd(), 40 * MSS);
+    now = round(&mut cc, now, rtt, false);
+    assert_eq!(cc.cwnd(), 160 * MSS);
+    // Then excess 300 us of a 450 us RTT, cut 0.8 * 300/450 = 53% capped at
+    // one half, once for the whole window.
+    now = round(&mut cc, now, rtt, false);
+    assert_eq!(cc.cwnd(), 80 * MSS);
     assert!(!cc.in_slow_start());
-    // A smaller excess cuts proportionally less: srtt is now about 500 us,
-    // so wait it out; excess 50 us of a 200 us RTT is a 20% cut.
-    let now = now + rtt + 600 * US;
+    // A smaller excess cuts proportionally less: past the hold-off, excess
+    // 50 us of a 200 us RTT is a 20% cut.
+    let now = now + 600 * US;
     cc.on_ack(now, MSS, Some(base + 150 * US), false);
-    let expect = 40 * MSS - 40 * MSS * 204 / 1024;
+    let expect = 80 * MSS - 80 * MSS * 204 / 1024;
     assert_eq!(cc.cwnd(), expect);
     // And only once per RTT.
     cc.on_ack(now + US, MSS, Some(base + 400 * US), false);
@@ -192,10 +197,44 @@ fn delay_decreases_on_excess_delay_once_per_rtt() {
 }
 
 #[test]
+fn delay_ignores_isolated_delay_spikes() {
+    // A host that stalls now and then (softirq or timers delayed) delays some
+    // acknowledgements by milliseconds: the window must not shrink while
+    // other samples of the same RTT show no queue.
+    let mut cc = Delay::new(MSS);
+    let base = 50 * US;
+    let mut now = round(&mut cc, 0, base, false);
+    now = round(&mut cc, now, base, false);
+    now = round(&mut cc, now, base, false);
+    let w = cc.cwnd();
+    for _ in 0..20 {
+        let pkts = cc.cwnd() / MSS;
+        for _ in 0..pkts {
+            cc.on_packet_sent(now, MSS);
+        }
+        now += base;
+        // Half of each round is acknowledged after a 2 ms stall.
+        for i in 0..pkts {
+            let rtt = if i % 2 == 0 { base } else { base + 2 * MS };
+            cc.on_ack(now, MSS, Some(rtt), false);
+        }
+    }
+    assert!(cc.cwnd() >= w, "cwnd {} fell below {w}", cc.cwnd());
+    // A standing queue of the same size is still cut.
+    let before = cc.cwnd();
+    for _ in 0..3 {
+        now = round(&mut cc, now, base + 2 * MS, false);
+    }
+    assert!(cc.cwnd() < before, "cwnd {} not cut", cc.cwnd());
+}
+
+#[test]
 fn delay_additive_increase_after_fast_start() {
     let mut cc = Delay::new(MSS);
     let base = 50 * US;
     let mut now = round(&mut cc, 0, base, false);
+    // A queue over two RTTs: the second one's samples are the smallest recent ones.
+    now = round(&mut cc, now, base + 500 * US, false);
     now = round(&mut cc, now, base + 500 * US, false);
     // Fast start ended with the first congestion signal.
     let w = cc.cwnd();

@@ -159,9 +159,15 @@ fn two_paths_survive_an_outage_of_one() {
     cfg.paths[1].0.rate_bps = 1_250_000_000;
     cfg.paths[0].0.rate_bps = 1_250_000_000;
     let mut sim = Sim::new(cfg);
-    for i in 0..200 {
+    // Enough data to be still sending when the outage starts.
+    for i in 0..1000 {
         sim.queue_message(0, vec![i as u8; 20_000]);
     }
+    let reached = sim.run_until(|s| s.now >= 5 * MS);
+    assert!(
+        reached && !sim.nodes[0].conn.all_acked(),
+        "done before the outage"
+    );
     let done = sim.run();
     assert_clean(&sim, done);
     let c = sim.nodes[0].conn.stats();

@@ -89,6 +89,12 @@ pub struct LinkCfg {
     pub reorder_extra_ns: u64,
     /// Time ranges `[start, end)` during which everything sent is lost.
     pub outages: Vec<(u64, u64)>,
+    /// Largest backlog in bytes waiting for the bottleneck; a datagram that would exceed it
+    /// is dropped (tail drop, as a tc qdisc's limit). 0 means unbounded.
+    pub queue_limit_bytes: u64,
+    /// Changes of `delay_ns` over time: (from this time on, new one-way delay), in time
+    /// order, as `tc qdisc change … netem delay` mid-transfer.
+    pub delay_changes: Vec<(u64, u64)>,
 }
 
 impl LinkCfg {
@@ -104,7 +110,18 @@ impl LinkCfg {
             reorder_ppm: 0,
             reorder_extra_ns: 0,
             outages: Vec::new(),
+            queue_limit_bytes: 0,
+            delay_changes: Vec::new(),
         }
+    }
+
+    /// One-way delay of a datagram sent at `now`.
+    pub fn delay_at(&self, now: u64) -> u64 {
+        self.delay_changes
+            .iter()
+            .rev()
+            .find(|&&(at, _)| now >= at)
+            .map_or(self.delay_ns, |&(_, d)| d)
     }
 
     /// A random impaired link: up to 10% loss, 2% duplication, 1% corruption, 10% reordering.
@@ -121,6 +138,8 @@ impl LinkCfg {
             reorder_ppm: rng.below(100_001) as u32,
             reorder_extra_ns: rng.range(US, 2 * delay_ns),
             outages: Vec::new(),
+            queue_limit_bytes: 0,
+            delay_changes: Vec::new(),
         }
     }
 }
@@ -144,6 +163,10 @@ pub struct SimCfg {
     /// packets and timers for a random time, the way a loaded or emulated host delays softirq
     /// and timer work; what arrives meanwhile is handled when the stall ends.
     pub stalls: Option<(u64, u64)>,
+    /// Per path, the bottleneck it queues at (paths of one plane share their plane's); empty
+    /// means one bottleneck per path. A shared bottleneck takes its rate and queue limit from
+    /// the first path that uses it.
+    pub bottleneck: Vec<usize>,
 }
 
 impl SimCfg {
@@ -159,6 +182,7 @@ impl SimCfg {
             close_when_done: true,
             reader_delay_ns: 0,
             stalls: None,
+            bottleneck: Vec::new(),
         }
     }
 }
@@ -178,6 +202,8 @@ pub struct NetStats {
     pub decode_errors: u64,
     /// Datagrams delivered to a core.
     pub delivered: u64,
+    /// Datagrams dropped because a bottleneck queue was full.
+    pub queue_drops: u64,
 }
 
 /// The path id both ends use for path `i`.
@@ -226,6 +252,8 @@ pub struct Node {
     rx_store: HashMap<u64, Vec<u8>>,
     /// Digests of delivered messages, in order.
     pub received: Vec<Digest>,
+    /// When each delivered message was delivered, in order.
+    pub received_at: Vec<u64>,
     /// Delivered messages not yet read: (readable at, length).
     unread: VecDeque<(u64, u32)>,
     /// Every event other than messages, in order.
@@ -244,6 +272,7 @@ impl Node {
             unacked: VecDeque::new(),
             rx_store: HashMap::new(),
             received: Vec::new(),
+            received_at: Vec::new(),
             unread: VecDeque::new(),
             events: Vec::new(),
             closed_by_app: false,
@@ -412,13 +441,29 @@ impl Sim {
             return;
         }
         let mut depart = self.now;
-        if link.rate_bps > 0 {
-            let busy = &mut self.busy_until[path][from];
+        let q = self.cfg.bottleneck.get(path).copied().unwrap_or(path);
+        let (rate, limit) =
+            self.cfg
+                .paths
+                .get(q)
+                .map_or((link.rate_bps, link.queue_limit_bytes), |(c2s, s2c)| {
+                    let l = if from == 0 { c2s } else { s2c };
+                    (l.rate_bps, l.queue_limit_bytes)
+                });
+        if rate > 0 {
+            let busy = &mut self.busy_until[q][from];
             let start = (*busy).max(self.now);
-            let ser = (bytes.len() as u64 * SEC).div_ceil(link.rate_bps);
+            let backlog = (start - self.now) * rate / SEC;
+            if limit > 0 && backlog + bytes.len() as u64 > limit {
+                self.net.queue_drops += 1;
+                self.net.lost += 1;
+                return;
+            }
+            let ser = (bytes.len() as u64 * SEC).div_ceil(rate);
             *busy = start + ser;
             depart = *busy;
         }
+        let delay_ns = link.delay_at(self.now);
         let copies = if self.rng.chance(link.dup_ppm) { 2 } else { 1 };
         for copy in 0..copies {
             let mut b = bytes.clone();
@@ -431,7 +476,7 @@ impl Sim {
                 b[i] ^= flip;
                 self.net.corrupted += 1;
             }
-            let mut at = depart + link.delay_ns + self.rng.below(link.jitter_ns + 1);
+            let mut at = depart + delay_ns + self.rng.below(link.jitter_ns + 1);
             if self.rng.chance(link.reorder_ppm) {
                 at += link.reorder_extra_ns;
             }
@@ -544,6 +589,7 @@ impl Sim {
                         ));
                     }
                     node.received.push(Digest::of(&msg));
+                    node.received_at.push(now);
                     let at = now + self.cfg.reader_delay_ns;
                     node.unread.push_back((at, len));
                     if self.cfg.reader_delay_ns > 0 {
