@@ -1300,8 +1300,22 @@ fn crc_tab(slice: usize, byte: u8) -> u32 {
 /// Updates a raw CRC32C register with `data`, without the initial and final inversions.
 ///
 /// This is the convention of the kernel's `crc32c(crc, p, len)`: the iSCSI checksum of `data`
-/// is `!crc32c_raw(!0, data)`.
-pub fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
+/// is `!crc32c_raw(!0, data)`. In the module it is that kernel function, which uses the CPU's
+/// CRC32 instruction where the crypto layer has a driver for it; the host build (tests, fuzzing)
+/// uses the portable [`crc32c_raw_soft`].
+#[cfg(mrc_kernel)]
+pub fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
+    crate::mrc_sys::crc32c_raw(crc, data)
+}
+
+/// See the module build's `crc32c_raw`; the host build uses [`crc32c_raw_soft`].
+#[cfg(not(mrc_kernel))]
+pub fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
+    crc32c_raw_soft(crc, data)
+}
+
+/// Portable slicing-by-8 CRC32C register update, the reference for [`crc32c_raw`].
+pub fn crc32c_raw_soft(mut crc: u32, data: &[u8]) -> u32 {
     let mut chunks = data.chunks_exact(8);
     for chunk in &mut chunks {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {

@@ -857,6 +857,18 @@ pub(crate) use new_spinlock_bh;
 
 // --- Time and randomness ----------------------------------------------------------
 
+/// The kernel's CRC32C (`crc32c()` of `<linux/crc32c.h>`): updates the raw
+/// register `crc` with `data`, without initial or final inversion.
+pub(crate) fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
+    // The length argument is 32 bits; longer input goes in pieces.
+    for piece in data.chunks(1 << 30) {
+        // SAFETY: `piece` is valid for reads of its length, which fits in
+        // `c_uint`; `crc32c` only reads it. Any context.
+        crc = unsafe { bindings::crc32c(crc, piece.as_ptr().cast(), piece.len() as c_uint) };
+    }
+    crc
+}
+
 /// Monotonic time in nanoseconds.
 pub(crate) fn now_ns() -> u64 {
     // SAFETY: callable from any context.
