@@ -537,6 +537,12 @@ def get_cc(s):
     return s.getsockopt(SOL_MRC, MRC_CC, 16).rstrip(b"\0").decode()
 
 
+def proc_stat(name):
+    """Counter NAME of /proc/net/mrc in this namespace."""
+    with open("/proc/net/mrc") as f:
+        return int(dict(line.split() for line in f)[name])
+
+
 def cmd_sockopt_server(args):
     """A listener with MRC_HEARTBEAT_MS 7 and MRC_CC reno. Commands per
     connection: "opts" answers the accepted socket's options, "echo" echoes
@@ -663,6 +669,19 @@ def cmd_sockopt_client(args):
     m = os.urandom(100000)
     s.send(m)
     ck.check("echo after removing 255 paths", s.recv(MRC_MAX_MSG) == m, True)
+
+    # The path that carries the traffic removed while a 1 MiB message is in
+    # flight on it: its packets are resent at once on the path left, and
+    # the message arrives whole.
+    spare = path_add(s, path_req(cli, srv, sport=52000))
+    retx = proc_stat("tx_retransmits")
+    m = os.urandom(MRC_MAX_MSG)
+    s.send(m)
+    path_del(s, new)
+    ck.check("1 MiB echoed whole after its path was removed in flight", s.recv(MRC_MAX_MSG) == m, True)
+    ck.check("the removed path's packets were resent", proc_stat("tx_retransmits") > retx, True)
+    ck.errno_of("path-del of the removed path", lambda: path_del(s, new), errno.ENOENT)
+    ck.errno_of("path-del of the last path", lambda: path_del(s, spare), errno.EBUSY)
     s.close()
 
     q = mrc_socket()
