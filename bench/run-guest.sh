@@ -79,6 +79,9 @@ MSG_SIZE=${BENCH_MSG_SIZE:-16384}
 LAT_SIZE=${BENCH_LAT_SIZE:-64}
 FAIR_CONNS=${BENCH_FAIR_CONNS:-100}
 STALL=${BENCH_STALL_TIMEOUT:-5}
+# 100 connections and their 200 threads share 2 emulated CPUs: one of them
+# can wait for the CPU longer than STALL without any transport at fault.
+FAIR_STALL=${BENCH_FAIR_STALL_TIMEOUT:-30}
 INTERVAL_MS=${BENCH_INTERVAL_MS:-100}
 FAIL_INTERVAL_MS=${BENCH_FAIL_INTERVAL_MS:-10}
 MPTCP_ENDPOINTS=${BENCH_MPTCP_ENDPOINTS:-both}
@@ -393,10 +396,11 @@ run_perf() {
 	{
 		printf 'transport=%s\nport=%s\nconns=%s\ninterval_ms=%s\nserver_addr=%s\n' \
 			"$proto" "$port" "$RUN_CONNS" "$RUN_INTERVAL" "$SERVER_ADDR"
-		printf 'client_args=%s\nhard_timeout_s=%s\n' "${RUN_ARGS[*]}" "$RUN_HARD"
+		printf 'client_args=%s\nhard_timeout_s=%s\nstall_timeout_s=%s\n' "${RUN_ARGS[*]}" "$RUN_HARD" \
+			"${RUN_STALL:-$STALL}"
 	} >>"$dir/meta.env"
 	ip netns exec "$SRV" timeout -k 5 "$RUN_HARD" "$PERF" server --proto "$proto" --port "$port" \
-		--conns "$RUN_CONNS" --timeout "$STALL" --interval-ms "$RUN_INTERVAL" --json \
+		--conns "$RUN_CONNS" --timeout "${RUN_STALL:-$STALL}" --interval-ms "$RUN_INTERVAL" --json \
 		>"$dir/server.json" 2>"$dir/server.err" &
 	spid=$!
 	if ! wait_listen "$dir/server.err" "$spid"; then
@@ -408,7 +412,7 @@ run_perf() {
 	fi
 	t0=$EPOCHREALTIME
 	ip netns exec "$CLI" timeout -k 5 "$RUN_HARD" "$PERF" client --proto "$proto" \
-		--addr "$SERVER_ADDR" --port "$port" --parallel "$RUN_CONNS" --timeout "$STALL" \
+		--addr "$SERVER_ADDR" --port "$port" --parallel "$RUN_CONNS" --timeout "${RUN_STALL:-$STALL}" \
 		--interval-ms "$RUN_INTERVAL" --retry-ms 2000 --json "${RUN_ARGS[@]}" \
 		>"$dir/client.json" 2>"$dir/client.err" &
 	cpid=$!
@@ -638,9 +642,10 @@ sc_latency() {
 
 fairness_run() { # proto
 	RUN_CONNS=$FAIR_CONNS RUN_INTERVAL=1000 RUN_KILL_AT='' RUN_KILL_DEV=''
-	RUN_HARD=$HARD_TIMEOUT
+	RUN_STALL=$FAIR_STALL RUN_HARD=$((${DURATION%.*} + 3 * FAIR_STALL + 20))
 	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
 	one_run "$sdir" "$1" topo_planes 0 "$SC_RATES"
+	RUN_STALL=
 }
 
 sc_fairness() {

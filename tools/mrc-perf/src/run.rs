@@ -124,12 +124,15 @@ impl ClientConn {
             }
         }
         sock.shutdown_write()?;
-        match reader
-            .recv(sock)
-            .map_err(|e| e.context("waiting for the server to close"))?
-        {
-            None => Ok(()),
-            Some(m) => Err(Error::msg(format!(
+        match reader.recv(sock) {
+            // SCTP has no half-close: shutdown() starts the association's
+            // graceful SHUTDOWN, which ends it once the server has received
+            // everything, and receiving then fails with ENOTCONN. An abort
+            // would give ECONNRESET instead.
+            Err(e) if self.proto == Proto::Sctp && e.errno == Some(libc::ENOTCONN) => Ok(()),
+            Err(e) => Err(e.context("waiting for the server to close")),
+            Ok(None) => Ok(()),
+            Ok(Some(m)) => Err(Error::msg(format!(
                 "unexpected {}-byte message from the server",
                 m.len()
             ))),
