@@ -59,6 +59,10 @@ const MAX_RTT_NS: u64 = u32::MAX as u64;
 /// minimum.
 const MIN_RTT_WINDOW_NS: u64 = 10_000_000_000;
 
+/// Largest delay [`Delay`] tolerates above its target for not responding to the window, in
+/// base RTTs.
+const MAX_SLACK_BASE_MULT: u64 = 8;
+
 /// Fixed-point unit of fractions (Q10: 1024 means 1.0).
 const Q10: u64 = 1024;
 
@@ -144,6 +148,8 @@ impl CcKind {
 #[derive(Clone, Copy, Debug)]
 struct Window {
     mss: u32,
+    /// Largest packet sent, which can exceed `mss` by the headers the sender counts.
+    max_pkt: u16,
     cwnd: u32,
     ssthresh: u32,
     /// Bytes acknowledged in congestion avoidance since the last +1 MSS step.
@@ -178,6 +184,7 @@ impl Window {
         let mss = mss.clamp(MIN_MSS, MAX_CWND / INITIAL_CWND_SEGMENTS);
         Window {
             mss,
+            max_pkt: 0,
             cwnd: mss.saturating_mul(INITIAL_CWND_SEGMENTS),
             ssthresh: MAX_CWND,
             ca_acc: 0,
@@ -191,8 +198,12 @@ impl Window {
         }
     }
 
+    /// Two of the largest packets sent: the path layer counts whole datagrams in flight
+    /// against the window, so a floor of two payloads would hold only one of them.
     fn min_cwnd(&self) -> u32 {
-        self.mss.saturating_mul(MIN_CWND_SEGMENTS)
+        self.mss
+            .max(u32::from(self.max_pkt))
+            .saturating_mul(MIN_CWND_SEGMENTS)
     }
 
     fn srtt_or_initial(&self) -> u32 {
@@ -221,6 +232,7 @@ impl Window {
     }
 
     fn on_sent(&mut self, bytes: u32) {
+        self.max_pkt = self.max_pkt.max(u16::try_from(bytes).unwrap_or(u16::MAX));
         self.in_flight = self.in_flight.saturating_add(bytes);
         self.peak_in_flight = self.peak_in_flight.max(self.in_flight);
     }
@@ -414,6 +426,10 @@ pub struct Delay {
     win_min_rtt_ns: u32,
     /// Smallest RTT sample of the round before, zero if none.
     prev_min_rtt_ns: u32,
+    /// Standing RTT at the last decrease for delay, zero if none is pending evaluation.
+    cut_rtt_ns: u32,
+    /// Delay above the target that did not respond to decreases (see [`Delay::slack_ns`]).
+    slack_ns: u32,
 }
 
 impl Delay {
@@ -432,7 +448,24 @@ impl Delay {
             ecn_marked: 0,
             win_min_rtt_ns: 0,
             prev_min_rtt_ns: 0,
+            cut_rtt_ns: 0,
+            slack_ns: 0,
         }
+    }
+
+    /// Returns the delay above the target that the controller currently tolerates because
+    /// it did not respond to the window.
+    ///
+    /// A network queue drains when the windows that fill it shrink. Delay added by the hosts
+    /// (a CPU that processes packets in turn, softirq work held up on a loaded or emulated
+    /// machine) does not: it stays when the window has already been cut to its floor, where
+    /// the path can do no more and the delay keeps it there. So when the standing RTT a round
+    /// after a decrease for delay that reached the floor is no lower than it was at the
+    /// decrease, the excess that stayed is taken for such delay
+    /// and tolerated on top of the target; it decays by an eighth per round, so a queue that
+    /// builds later is answered again, and it is at most [`MAX_SLACK_BASE_MULT`] base RTTs.
+    pub fn slack_ns(&self) -> u32 {
+        self.slack_ns
     }
 
     /// Returns the queueing delay currently tolerated above the base RTT.
@@ -506,10 +539,37 @@ impl Delay {
         Some(u64::from(m))
     }
 
+    /// Learns, from the standing RTT after a decrease for delay, how much delay does not
+    /// respond to the window; see [`Delay::slack_ns`].
+    fn learn_slack(&mut self, now_ns: u64, rolled: bool, standing: Option<u64>) {
+        if rolled {
+            self.slack_ns = self.slack_ns.saturating_sub(self.slack_ns / 8);
+        }
+        let Some(standing) = standing else {
+            return;
+        };
+        if self.cut_rtt_ns == 0 || !self.w.may_decrease(now_ns) {
+            return;
+        }
+        let standing = u64::from(clamp_rtt(standing));
+        // The round after the decrease is over: did the delay fall?
+        if standing >= u64::from(self.cut_rtt_ns) {
+            let base = u64::from(self.w.min_rtt_ns);
+            let excess = standing
+                .saturating_sub(base)
+                .saturating_sub(u64::from(self.target_ns()));
+            let cap = base.saturating_mul(MAX_SLACK_BASE_MULT);
+            self.slack_ns = to_u32(excess.min(cap)).max(self.slack_ns);
+        }
+        self.cut_rtt_ns = 0;
+    }
+
     /// Returns the decrease (Q10) the RTT sample asks for, zero if on target.
     fn delay_decrease(&self, rtt_ns: u64) -> u64 {
         let rtt = u64::from(clamp_rtt(rtt_ns));
-        let allowed = u64::from(self.w.min_rtt_ns).saturating_add(u64::from(self.target_ns()));
+        let allowed = u64::from(self.w.min_rtt_ns)
+            .saturating_add(u64::from(self.target_ns()))
+            .saturating_add(u64::from(self.slack_ns));
         let excess = rtt.saturating_sub(allowed);
         if excess == 0 {
             return 0;
@@ -535,8 +595,12 @@ impl CongestionControl for Delay {
         let rolled = self.w.roll_peak(now_ns);
         self.w.on_gone(bytes_acked);
         let mut cut = 0;
-        if let Some(standing) = self.standing_rtt(rolled, rtt_sample_ns) {
+        let standing = self.standing_rtt(rolled, rtt_sample_ns);
+        self.learn_slack(now_ns, rolled, standing);
+        let mut delay_cut = false;
+        if let Some(standing) = standing {
             cut = self.delay_decrease(standing);
+            delay_cut = cut > 0;
         }
         if ece {
             // The fraction as of the previous observation window, as in DCTCP.
@@ -546,6 +610,10 @@ impl CongestionControl for Delay {
         if cut > 0 {
             if self.w.may_decrease(now_ns) {
                 self.w.decrease(now_ns, cut);
+                // Only a window cut down to its floor tells: a larger one can still shrink.
+                if delay_cut && self.w.cwnd <= self.w.min_cwnd().saturating_mul(2) {
+                    self.cut_rtt_ns = standing.map_or(0, clamp_rtt);
+                }
             }
         } else {
             self.w.grow(now_ns, bytes_acked);

@@ -36,8 +36,9 @@
 //! meanwhile is found within milliseconds once data flows again, and a host
 //! with thousands of idle connections is not kept busy answering probes.
 //!
-//! The probe timeout is the path's srtt + 4 * rttvar within configured
-//! bounds; the upper bound yields to twice the srtt, since a path with a deep
+//! The probe timeout is the path's srtt + 4 * rttvar, or 5/4 of its largest
+//! RTT sample of the last one to two seconds if that is longer, within
+//! configured bounds; the upper bound yields to twice the srtt, since a path with a deep
 //! queue is slow, not dead. A tick that runs a whole probe timeout after a
 //! deadline means this host did not run meanwhile; answers may be waiting
 //! unread, so nothing counts as missed and the path is probed again.
@@ -68,6 +69,9 @@ pub const WEIGHT_DEFAULT: u8 = 16;
 
 /// Largest RTT sample taken into account; larger samples are clamped.
 const MAX_RTT_NS: u64 = u32::MAX as u64;
+
+/// Length of the windows over which the largest RTT sample is kept for the probe timeout.
+const RTT_PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
 /// Clock granularity term of the RTO (RFC 6298's G).
 const RTO_GRANULARITY_NS: u64 = 1_000;
@@ -206,12 +210,35 @@ struct RttEstimator {
     srtt_ns: u32,
     rttvar_ns: u32,
     min_rtt_ns: u32,
+    /// Largest sample of the current and of the previous [`RTT_PEAK_WINDOW_NS`].
+    peak_ns: u32,
+    prev_peak_ns: u32,
+    /// Index of the window `peak_ns` belongs to: the time divided by its length.
+    peak_window: u32,
 }
 
 impl RttEstimator {
-    fn sample(&mut self, rtt_ns: u64) {
+    /// Returns the largest RTT sample of the last one to two [`RTT_PEAK_WINDOW_NS`].
+    fn recent_peak(&self) -> u64 {
+        u64::from(self.peak_ns.max(self.prev_peak_ns))
+    }
+
+    fn sample(&mut self, now_ns: u64, rtt_ns: u64) {
         // Zero would read as "no sample".
         let r = u32::try_from(rtt_ns.clamp(1, MAX_RTT_NS)).unwrap_or(u32::MAX);
+        let window = u32::try_from(now_ns / RTT_PEAK_WINDOW_NS).unwrap_or(u32::MAX);
+        if window != self.peak_window {
+            // After a gap of more than one window (or a clock that jumped), the previous
+            // window's peak is no longer recent.
+            self.prev_peak_ns = if window == self.peak_window.saturating_add(1) {
+                self.peak_ns
+            } else {
+                0
+            };
+            self.peak_ns = 0;
+            self.peak_window = window;
+        }
+        self.peak_ns = self.peak_ns.max(r);
         if self.srtt_ns == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2;
@@ -730,7 +757,14 @@ impl PathTable {
 
     fn probe_timeout(&self, p: &Path) -> u64 {
         let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-        let t = srtt.saturating_add(var.saturating_mul(4));
+        // RTT spikes of the last second or two count in full: a path whose answers came that
+        // late recently, because a host stalled or its packets queued for a CPU, is not dead
+        // when one is that late again, and srtt + 4 * rttvar forgets such spikes within a few
+        // RTTs.
+        let peak = p.rtt.recent_peak();
+        let t = srtt
+            .saturating_add(var.saturating_mul(4))
+            .max(peak.saturating_add(peak / 4));
         // The upper bound caps the variance term only: a path whose answers
         // really take longer than the bound (a deep queue) is slow, not dead.
         clamp_lo_hi(
@@ -790,7 +824,7 @@ impl PathTable {
         };
         p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         if let Some(r) = rtt_ns {
-            p.rtt.sample(r);
+            p.rtt.sample(now_ns, r);
         }
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
@@ -882,7 +916,7 @@ impl PathTable {
     /// with a fresh congestion controller.
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
-        p.rtt.sample(rtt_ns);
+        p.rtt.sample(now_ns, rtt_ns);
         p.last_heard_ns = now_ns;
         p.probe_outstanding = false;
         p.missed_probes = 0;

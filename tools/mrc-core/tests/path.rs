@@ -103,12 +103,14 @@ fn run(
 #[test]
 fn path_is_small() {
     let size = core::mem::size_of::<Path>();
-    assert!(size < 256, "Path is {size} bytes");
+    // 248 B before the recent-RTT peak of the probe timeout and the delay controller's slack
+    // and packet-size floor (32 B more, 8 KiB per table of MAX_PATHS).
+    assert!(size <= 280, "Path is {size} bytes");
     eprintln!(
         "Path {size} B, PathTable {} B",
         core::mem::size_of::<PathTable>()
     );
-    assert!(core::mem::size_of::<PathTable>() < MAX_PATHS * 256 + 256);
+    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 280 + 256);
 }
 
 #[test]
@@ -441,13 +443,17 @@ fn probe_ack_returns_suspect_and_failed_to_active() {
     );
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
     assert_eq!(t.get(0).unwrap().state_reason(), StateReason::ProbeAnswered);
-    // Busy and silent again: Failed this time.
+    // Busy and silent again: Failed this time. The late 900 us sample above is a recent RTT
+    // peak, so the probe timeout is 5/4 of it (1.125 ms) rather than the 1 ms floor.
     t.on_sent(0, 2 * MS, 1000, false);
     ack_on(&mut t, 1, 2 * MS + 10);
     let (_, changes) = run(&mut t, 2 * MS, 10 * MS, &[0], 0);
     assert_eq!(
         changes,
-        vec![(3 * MS, PathState::Suspect), (5 * MS, PathState::Failed)]
+        vec![
+            (3 * MS + 125 * US, PathState::Suspect),
+            (5 * MS + 375 * US, PathState::Failed)
+        ]
     );
     let tr = t.on_probe_ack(0, 20 * MS, 100 * US).unwrap();
     assert_eq!((tr.from, tr.to), (PathState::Failed, PathState::Active));

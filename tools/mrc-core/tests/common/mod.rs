@@ -167,6 +167,53 @@ pub struct SimCfg {
     /// means one bottleneck per path. A shared bottleneck takes its rate and queue limit from
     /// the first path that uses it.
     pub bottleneck: Vec<usize>,
+    /// Per node, a CPU-bound host: packets wait for processing in CPU queues (see [`CpuModel`]).
+    pub cpu: Option<CpuModel>,
+}
+
+/// A host whose packet processing, not its links, is the bottleneck: each node has `queues`
+/// CPUs, path `i` is handled by CPU `i % queues` (as RSS spreads flows), and every CPU handles
+/// what arrives for it in order, `rx_ns` per packet, and spends `tx_ns` on every packet it
+/// sends (which leaves only once that is done). The RTT then grows with the packets queued at
+/// the CPUs, whatever the links do. Each CPU of a node with `stalls` also stalls now and then
+/// on its own: (mean interval, longest stall), as softirq work on a loaded or emulated host is
+/// delayed; timers still fire on time.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuModel {
+    /// Processing time of a received packet.
+    pub rx_ns: u64,
+    /// Processing time of a sent packet.
+    pub tx_ns: u64,
+    /// CPUs per node.
+    pub queues: usize,
+    /// Per node (client, server), stalls of each of its CPUs: (mean interval, longest stall).
+    pub stalls: [Option<(u64, u64)>; 2],
+}
+
+/// One CPU of a [`CpuModel`] host.
+#[derive(Clone, Debug, Default)]
+struct Cpu {
+    /// Received datagrams waiting: (path, bytes).
+    fifo: VecDeque<(usize, Vec<u8>)>,
+    /// When the CPU is free again.
+    free_at: u64,
+    /// Whether a `CpuDone` event is pending.
+    running: bool,
+    /// (stalled until, next stall starts at).
+    stall: (u64, u64),
+}
+
+/// Counters of a [`CpuModel`] host.
+#[derive(Clone, Debug, Default)]
+pub struct CpuStats {
+    /// Per node, time its CPUs spent processing packets.
+    pub busy_ns: [u64; 2],
+    /// Per node, time its CPUs spent stalled, summed over the CPUs.
+    pub stalled_ns: [u64; 2],
+    /// Per node, packets received and processed.
+    pub rx_pkts: [u64; 2],
+    /// Per node, packets sent.
+    pub tx_pkts: [u64; 2],
 }
 
 impl SimCfg {
@@ -183,6 +230,7 @@ impl SimCfg {
             reader_delay_ns: 0,
             stalls: None,
             bottleneck: Vec::new(),
+            cpu: None,
         }
     }
 }
@@ -304,6 +352,11 @@ enum Ev {
     Read {
         node: usize,
     },
+    /// A CPU of a [`CpuModel`] host finished the packet at the head of its queue.
+    CpuDone {
+        node: usize,
+        cpu: usize,
+    },
 }
 
 struct Item {
@@ -349,6 +402,16 @@ pub struct Sim {
     pub violations: Vec<String>,
     /// Per node: (stalled until, next stall starts at).
     stall: [(u64, u64); 2],
+    /// Per node, the CPUs of a [`CpuModel`] host (empty without one).
+    cpus: [Vec<Cpu>; 2],
+    /// Counters of the CPU model.
+    pub cpu_stats: CpuStats,
+    /// Per node, the state of each path after the last event, to count transitions.
+    path_states: [Vec<mrc_core::mrc_path::PathState>; 2],
+    /// Per node, transitions of a path from Active to Suspect or Failed.
+    pub path_downs: [u64; 2],
+    /// Per node, those of `path_downs` caused by a loss burst.
+    pub loss_burst_downs: [u64; 2],
 }
 
 impl Sim {
@@ -376,8 +439,17 @@ impl Sim {
             buf: vec![0u8; 70_000],
             violations: Vec::new(),
             stall: [(0, 0); 2],
+            cpus: [Vec::new(), Vec::new()],
+            cpu_stats: CpuStats::default(),
+            path_states: [Vec::new(), Vec::new()],
+            path_downs: [0; 2],
+            loss_burst_downs: [0; 2],
             cfg,
         };
+        if let Some(m) = sim.cfg.cpu {
+            let q = m.queues.max(1);
+            sim.cpus = [vec![Cpu::default(); q], vec![Cpu::default(); q]];
+        }
         sim.service(0);
         sim
     }
@@ -431,6 +503,18 @@ impl Sim {
         };
         let link = if from == 0 { c2s } else { s2c }.clone();
         let to = 1 - from;
+        // A CPU-bound host spends `tx_ns` on the packet before it leaves.
+        let mut depart = self.now;
+        if let Some(m) = self.cfg.cpu {
+            let n = self.cpus[from].len().max(1);
+            if let Some(c) = self.cpus[from].get_mut(path % n) {
+                let start = self.now.max(c.free_at);
+                c.free_at = start + m.tx_ns;
+                depart = c.free_at;
+                self.cpu_stats.busy_ns[from] += m.tx_ns;
+                self.cpu_stats.tx_pkts[from] += 1;
+            }
+        }
         if link
             .outages
             .iter()
@@ -440,7 +524,6 @@ impl Sim {
             self.net.lost += 1;
             return;
         }
-        let mut depart = self.now;
         let q = self.cfg.bottleneck.get(path).copied().unwrap_or(path);
         let (rate, limit) =
             self.cfg
@@ -713,6 +796,70 @@ impl Sim {
         self.push(until, item.ev);
     }
 
+    /// Queues a datagram that arrived for node `to` at the CPU that handles `path`.
+    fn cpu_enqueue(&mut self, to: usize, path: usize, bytes: Vec<u8>) {
+        let n = self.cpus[to].len().max(1);
+        let cpu = path % n;
+        if let Some(c) = self.cpus[to].get_mut(cpu) {
+            c.fifo.push_back((path, bytes));
+        }
+        self.cpu_kick(to, cpu);
+    }
+
+    /// Starts the next packet on an idle CPU that has one waiting; a CPU that is due to
+    /// stall stalls first.
+    fn cpu_kick(&mut self, node: usize, cpu: usize) {
+        let Some(m) = self.cfg.cpu else {
+            return;
+        };
+        let now = self.now;
+        let Some(c) = self.cpus[node].get_mut(cpu) else {
+            return;
+        };
+        if c.running || c.fifo.is_empty() {
+            return;
+        }
+        let mut start = now.max(c.free_at);
+        if let Some((interval, longest)) = m.stalls[node] {
+            if start >= c.stall.1 {
+                let len = self.rng.below(longest + 1);
+                let until = start + len;
+                c.stall = (
+                    until,
+                    until + self.rng.range(interval / 2, interval * 3 / 2),
+                );
+                self.cpu_stats.stalled_ns[node] += len;
+            }
+            start = start.max(c.stall.0);
+        }
+        c.running = true;
+        c.free_at = start + m.rx_ns;
+        let at = c.free_at;
+        self.cpu_stats.busy_ns[node] += m.rx_ns;
+        self.push(at, Ev::CpuDone { node, cpu });
+    }
+
+    /// Counts paths of either node that left Active since the last call.
+    fn track_paths(&mut self) {
+        use mrc_core::mrc_path::PathState;
+        for i in 0..2 {
+            let conn = &self.nodes[i].conn;
+            let states = &mut self.path_states[i];
+            for (idx, p) in conn.paths().iter() {
+                if states.len() <= idx {
+                    states.resize(idx + 1, PathState::Active);
+                }
+                if states[idx] == PathState::Active && p.state() != PathState::Active {
+                    self.path_downs[i] += 1;
+                    if p.state_reason() == mrc_core::mrc_path::StateReason::LossBurst {
+                        self.loss_burst_downs[i] += 1;
+                    }
+                }
+                states[idx] = p.state();
+            }
+        }
+    }
+
     /// Runs one event; returns false when nothing is left to do.
     pub fn step(&mut self) -> bool {
         let Some(Reverse(item)) = self.queue.pop() else {
@@ -722,7 +869,7 @@ impl Sim {
         self.now = item.at;
         let node = match &item.ev {
             Ev::Arrive { to, .. } => *to,
-            Ev::Timer { node } | Ev::Read { node } => *node,
+            Ev::Timer { node } | Ev::Read { node } | Ev::CpuDone { node, .. } => *node,
         };
         if let Some((interval, longest)) = self.cfg.stalls {
             let (until, next) = self.stall[node];
@@ -740,7 +887,21 @@ impl Sim {
             }
         }
         match item.ev {
+            Ev::Arrive { to, path, bytes } if self.cfg.cpu.is_some() => {
+                self.cpu_enqueue(to, path, bytes);
+            }
             Ev::Arrive { to, path, bytes } => self.arrive(to, path, &bytes),
+            Ev::CpuDone { node, cpu } => {
+                let front = self.cpus[node].get_mut(cpu).and_then(|c| {
+                    c.running = false;
+                    c.fifo.pop_front()
+                });
+                if let Some((path, bytes)) = front {
+                    self.cpu_stats.rx_pkts[node] += 1;
+                    self.arrive(node, path, &bytes);
+                }
+                self.cpu_kick(node, cpu);
+            }
             Ev::Timer { node } => {
                 if self.nodes[node].timer_at == Some(item.at) {
                     self.nodes[node].timer_at = None;
@@ -750,6 +911,7 @@ impl Sim {
             }
             Ev::Read { node } => self.service(node),
         }
+        self.track_paths();
         true
     }
 
