@@ -499,6 +499,10 @@ pub struct ConnStats {
     pub acks_received: u64,
     /// PROBE packets sent.
     pub probes_sent: u64,
+    /// New DATA packets that arrived marked congestion experienced (ECN CE).
+    pub ce_received: u64,
+    /// ACK packets received with [`Flags::ECE`].
+    pub ece_received: u64,
 }
 
 /// Send ring slot states.
@@ -733,6 +737,8 @@ pub struct Conn {
     peer_fin_done: bool,
     ack_pending: bool,
     ack_now: bool,
+    /// A DATA packet arrived marked CE: the next ACK carries [`Flags::ECE`].
+    ece_pending: bool,
     ack_deadline: Option<u64>,
     unacked_pkts: u8,
     ack_path_id: u32,
@@ -817,6 +823,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         peer_fin_done: _,
         ack_pending: _,
         ack_now: _,
+        ece_pending: _,
         ack_deadline: _,
         unacked_pkts: _,
         ack_path_id: _,
@@ -942,6 +949,7 @@ impl Conn {
             addr_of_mut!((*p).peer_fin_done).write(false);
             addr_of_mut!((*p).ack_pending).write(false);
             addr_of_mut!((*p).ack_now).write(false);
+            addr_of_mut!((*p).ece_pending).write(false);
             addr_of_mut!((*p).ack_deadline).write(None);
             addr_of_mut!((*p).unacked_pkts).write(0);
             addr_of_mut!((*p).ack_path_id).write(0);
@@ -1351,6 +1359,7 @@ impl Conn {
         self.tw_deadline = None;
         self.ack_now = false;
         self.ack_pending = false;
+        self.ece_pending = false;
         self.probe_due = PathSet::EMPTY;
         self.probe_replies_len = 0;
         self.push_event(Event::Closed(err));
@@ -1624,17 +1633,22 @@ impl Conn {
             self.rcv_nxt,
             bitmap.get(..used).unwrap_or(&[]),
         );
+        let mut flags = self.flags(PacketType::Ack);
+        if self.ece_pending {
+            flags = flags.with(Flags::ECE);
+        }
         let len = encode_control(
             buf,
             self.session_id,
             self.ack_path_id,
-            self.flags(PacketType::Ack),
+            flags,
             self.snd_nxt,
             self.rcv_nxt,
             &Body::Ack(sack),
         )?;
         self.ack_now = false;
         self.ack_pending = false;
+        self.ece_pending = false;
         self.ack_deadline = None;
         self.unacked_pkts = 0;
         self.last_adv_rwnd = rwnd;
@@ -1946,6 +1960,18 @@ impl Conn {
     /// Afterwards the glue drains [`Conn::poll_event`] and [`Conn::poll_transmit`] and re-arms
     /// the timer.
     pub fn handle_packet(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
+        self.handle_packet_ecn(now_ns, pkt, false)
+    }
+
+    /// [`Conn::handle_packet`] for a packet whose IP header's ECN field said congestion
+    /// experienced (`ce`).
+    ///
+    /// ECN works per path. A new DATA packet that arrived marked is acknowledged at once, on
+    /// the path it came by, with [`Flags::ECE`]; the sender charges the mark to the packets
+    /// that ACK newly acknowledges on that path (the header's `path_id`), whose congestion
+    /// controller then backs off by the marked fraction. Marks on other packet types carry
+    /// no information about data and are ignored.
+    pub fn handle_packet_ecn(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
         let h = &pkt.header;
         self.last_now = self.last_now.max(now_ns);
         self.note_progress(now_ns);
@@ -1981,7 +2007,7 @@ impl Conn {
                         return Input::Dropped(DropReason::Invalid);
                     }
                     self.establish(now_ns);
-                    self.input_synchronized(now_ns, pkt)
+                    self.input_synchronized(now_ns, pkt, ce)
                 }
                 _ => Input::Dropped(DropReason::BadState),
             },
@@ -1989,7 +2015,7 @@ impl Conn {
             | State::FinWait
             | State::CloseWait
             | State::Closing
-            | State::TimeWait => self.input_synchronized(now_ns, pkt),
+            | State::TimeWait => self.input_synchronized(now_ns, pkt, ce),
         }
     }
 
@@ -2043,7 +2069,7 @@ impl Conn {
         }
     }
 
-    fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>) -> Input {
+    fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
         let h = &pkt.header;
         if let Some(idx) = self.paths.find(h.path_id) {
             self.paths.on_heard(idx, now_ns);
@@ -2075,7 +2101,13 @@ impl Conn {
                 if self.state == State::TimeWait {
                     return Input::Consumed;
                 }
-                if self.process_ack(now_ns, h.ack, Some(&sack), h.flags.ece()) {
+                let ece_path = if h.flags.ece() {
+                    self.stats.ece_received = self.stats.ece_received.saturating_add(1);
+                    self.paths.find(h.path_id)
+                } else {
+                    None
+                };
+                if self.process_ack(now_ns, h.ack, Some(&sack), ece_path) {
                     Input::Consumed
                 } else {
                     Input::Dropped(DropReason::Invalid)
@@ -2083,15 +2115,15 @@ impl Conn {
             }
             Body::Data(payload) => {
                 if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, false);
+                    self.process_ack(now_ns, h.ack, None, None);
                 }
-                self.input_data(now_ns, h, payload.len(), false)
+                self.input_data(now_ns, h, payload.len(), false, ce)
             }
             Body::Fin => {
                 if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, false);
+                    self.process_ack(now_ns, h.ack, None, None);
                 }
-                self.input_data(now_ns, h, 0, true)
+                self.input_data(now_ns, h, 0, true, false)
             }
             Body::Probe(probe) => {
                 if self.probe_replies_len < PROBE_REPLY_QUEUE {
@@ -2119,13 +2151,14 @@ impl Conn {
     // -----------------------------------------------------------------------------------------
 
     /// Marks the packet at `seq` as delivered; returns whether it was newly so.
-    fn deliver_slot(&mut self, now_ns: u64, seq: u64, ece: bool) -> bool {
+    fn deliver_slot(&mut self, now_ns: u64, seq: u64, ece_path: Option<PathIdx>) -> bool {
         let Some(slot) = self.send.get(slot_of(seq)).copied() else {
             return false;
         };
         match slot.state {
             SlotState::InFlight => {
                 let path = usize::from(slot.path);
+                let ece = ece_path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
                 let rtt = (slot.tx_count == 1).then_some(sample);
                 self.paths
@@ -2159,14 +2192,22 @@ impl Conn {
     }
 
     /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
-    fn process_ack(&mut self, now_ns: u64, cum: u64, sack: Option<&Sack<'_>>, ece: bool) -> bool {
+    /// `ece_path` is the path an ACK with [`Flags::ECE`] names: its newly acknowledged packets
+    /// count as marked.
+    fn process_ack(
+        &mut self,
+        now_ns: u64,
+        cum: u64,
+        sack: Option<&Sack<'_>>,
+        ece_path: Option<PathIdx>,
+    ) -> bool {
         if cum > self.snd_nxt {
             return false;
         }
         let mut progress = false;
         while self.snd_una < cum {
             let seq = self.snd_una;
-            self.deliver_slot(now_ns, seq, ece);
+            self.deliver_slot(now_ns, seq, ece_path);
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             self.snd_buffered = self.snd_buffered.saturating_sub(u64::from(slot.len));
             if slot.flags & SF_LAST != 0 {
@@ -2187,7 +2228,7 @@ impl Conn {
                 if seq >= self.snd_nxt {
                     break;
                 }
-                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, ece) {
+                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, ece_path) {
                     progress = true;
                 }
             }
@@ -2333,9 +2374,13 @@ impl Conn {
     // Data received
     // -----------------------------------------------------------------------------------------
 
-    fn input_data(&mut self, now_ns: u64, h: &Header, len: usize, fin: bool) -> Input {
+    fn input_data(&mut self, now_ns: u64, h: &Header, len: usize, fin: bool, ce: bool) -> Input {
         let seq = h.seq;
-        self.ack_path_id = h.path_id;
+        // The ACK goes back by the latest path, except that an ECN echo stays on the path of
+        // the marked packet it reports.
+        if ce || !self.ece_pending {
+            self.ack_path_id = h.path_id;
+        }
         let len = u32::try_from(len).unwrap_or(u32::MAX);
         if self.peer_fin.is_some_and(|f| seq > f || (fin && seq != f)) {
             self.ack_now = true;
@@ -2391,6 +2436,10 @@ impl Conn {
             }
             self.rcv_held = self.rcv_held.saturating_add(u64::from(len));
             self.stats.data_received = self.stats.data_received.saturating_add(1);
+            if ce {
+                self.stats.ce_received = self.stats.ce_received.saturating_add(1);
+                self.ece_pending = true;
+            }
         }
         if let Some(s) = self.recv.get_mut(slot_of(seq)) {
             *s = RecvSlot { len, flags };
@@ -2402,7 +2451,13 @@ impl Conn {
         self.ack_pending = true;
         self.unacked_pkts = self.unacked_pkts.saturating_add(1);
         let gap = self.rcv_high > self.rcv_nxt;
-        if fin || !in_order || had_gap || gap || self.unacked_pkts >= self.cfg.ack_every.max(1) {
+        if fin
+            || !in_order
+            || had_gap
+            || gap
+            || self.ece_pending
+            || self.unacked_pkts >= self.cfg.ack_every.max(1)
+        {
             self.ack_now = true;
         } else if self.ack_deadline.is_none() {
             self.ack_deadline = Some(now_ns.saturating_add(self.cfg.delack_ns));

@@ -84,6 +84,10 @@ struct Stats {
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
+    /// DATA packets received marked ECN "congestion experienced".
+    ecn_ce_packets: AtomicU64,
+    /// ACKs received that echo a congestion mark.
+    ecn_echoes: AtomicU64,
     /// Connections that reached the established state.
     conns_opened: AtomicU64,
     /// Connections closed with an error.
@@ -107,6 +111,8 @@ impl Stats {
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
+            ecn_ce_packets: AtomicU64::new(0),
+            ecn_echoes: AtomicU64::new(0),
             conns_opened: AtomicU64::new(0),
             conns_failed: AtomicU64::new(0),
             tx_by_type: [const { AtomicU64::new(0) }; PacketType::COUNT],
@@ -498,6 +504,16 @@ impl MrcNet {
         self.stats.tx_retransmits.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a DATA packet that arrived marked congestion experienced.
+    pub(crate) fn count_ecn_ce(&self) {
+        self.stats.ecn_ce_packets.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an ACK that echoed a congestion mark.
+    pub(crate) fn count_ecn_echo(&self) {
+        self.stats.ecn_echoes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a connection that reached the established state.
     pub(crate) fn count_conn_opened(&self) {
         self.stats.conns_opened.fetch_add(1, Ordering::Relaxed);
@@ -799,6 +815,8 @@ impl ProcShow for MrcNet {
         writeln!(out, "peer_paths {}", self.peer_paths())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
+        writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
+        writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;
         for (t, c) in PacketType::ALL.iter().zip(s.tx_by_type.iter()) {
             writeln!(out, "tx_type_{} {}", t.name(), get(c))?;
         }
@@ -836,6 +854,8 @@ pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
         )?;
         m.put_uint(nl::MRC_A_STATS_CONNS_OPENED, get(&s.conns_opened))?;
         m.put_uint(nl::MRC_A_STATS_CONNS_FAILED, get(&s.conns_failed))?;
+        m.put_uint(nl::MRC_A_STATS_ECN_CE_PACKETS, get(&s.ecn_ce_packets))?;
+        m.put_uint(nl::MRC_A_STATS_ECN_ECHOES, get(&s.ecn_echoes))?;
         m.nest(nl::MRC_A_STATS_DROPS, |m| {
             for (attr, c) in DROP_ATTRS.iter().zip(s.drop_decode.iter()) {
                 m.put_uint(*attr, get(c))?;

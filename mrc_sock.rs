@@ -733,6 +733,7 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
             return;
         };
         let total = skb.len();
+        let ce = skb.ecn_ce();
         let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
         let (res, payload_len) = match mrc_proto::decode(data) {
             Err(e) => {
@@ -745,8 +746,14 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
                     Body::Data(d) => d.len() as u32,
                     _ => 0,
                 };
+                if ce && matches!(pkt.body, Body::Data(_)) {
+                    net.count_ecn_ce();
+                }
+                if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
+                    net.count_ecn_echo();
+                }
                 s.heard_on(pkt.header.path_id, now);
-                (s.conn.handle_packet(now, &pkt), plen)
+                (s.conn.handle_packet_ecn(now, &pkt, ce), plen)
             }
         };
         match res {

@@ -346,18 +346,8 @@ impl SkBuff {
     /// Addresses and ports of a received datagram whose `data` is at the UDP
     /// header; `None` if the headers are not where they must be.
     pub(crate) fn udp_addrs(&self) -> Option<UdpAddrs> {
-        let skb = self.0.as_ptr();
         let udp = self.linear().get(..4)?;
-        // SAFETY: valid per the type invariant. The network header of a
-        // received datagram lies in the linear area before `data`; the length
-        // checks below keep every read between it and `data`.
-        let (nh, ip_len) = unsafe {
-            let nh = bindings::mrc_skb_network_header(skb);
-            let ip_len = ((*skb).data as usize).checked_sub(nh as usize)?;
-            (nh, ip_len)
-        };
-        // SAFETY: `ip_len` bytes from `nh` are the IP header (see above).
-        let ip = unsafe { core::slice::from_raw_parts(nh, ip_len) };
+        let ip = self.ip_header()?;
         let (src, dst) = match ip.first()? >> 4 {
             4 => (
                 IpAddr::V4(ip.get(12..16)?.try_into().ok()?),
@@ -375,6 +365,40 @@ impl SkBuff {
             dst,
             dport: u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]),
         })
+    }
+
+    /// The IP header of a received datagram whose `data` is at the UDP
+    /// header (IP options and IPv6 extension headers included).
+    fn ip_header(&self) -> Option<&[u8]> {
+        let skb = self.0.as_ptr();
+        // SAFETY: valid per the type invariant. The network header of a
+        // received datagram lies in the linear area before `data`, so the
+        // bytes between the two are the IP header.
+        let (nh, ip_len) = unsafe {
+            let nh = bindings::mrc_skb_network_header(skb);
+            let ip_len = ((*skb).data as usize).checked_sub(nh as usize)?;
+            (nh, ip_len)
+        };
+        // SAFETY: `ip_len` bytes from `nh` are the IP header (see above), and
+        // they stay put while `self` is borrowed.
+        Some(unsafe { core::slice::from_raw_parts(nh, ip_len) })
+    }
+
+    /// Whether the IP header of a received datagram (`data` at the UDP
+    /// header) carries the ECN mark "congestion experienced" (RFC 3168).
+    pub(crate) fn ecn_ce(&self) -> bool {
+        const INET_ECN_CE: u8 = 3;
+        let Some(ip) = self.ip_header() else {
+            return false;
+        };
+        // IPv4: the low two bits of the TOS byte; IPv6: the low two bits of
+        // the traffic class, which straddles the first two bytes.
+        let ecn = match ip.first().map(|b| b >> 4) {
+            Some(4) => ip.get(1).map(|b| b & 3),
+            Some(6) => ip.get(1).map(|b| (b >> 4) & 3),
+            _ => None,
+        };
+        ecn == Some(INET_ECN_CE)
     }
 
     /// Drops the first `len` bytes; `false` if the linear part is shorter.
@@ -470,6 +494,12 @@ unsafe extern "C" fn encap_rcv<H: EncapHandler>(
     unsafe { (*handler).receive(skb) };
     0
 }
+
+/// TOS (IPv4) and traffic class (IPv6) of every packet sent: ECN-capable
+/// transport, ECT(0) (RFC 3168). A router that would drop such a packet from
+/// a full queue may mark it "congestion experienced" instead; the receiving
+/// connection echoes the mark (see `Conn::handle_packet_ecn`).
+const INET_ECN_ECT_0: u8 = 2;
 
 /// A kernel UDP socket in encapsulation mode (`udp_tunnel`).
 ///
@@ -590,7 +620,7 @@ impl UdpTunnel {
                         skb_ptr,
                         fl.saddr,
                         fl.daddr,
-                        0,
+                        INET_ECN_ECT_0,
                         ttl as u8,
                         0,
                         sport.to_be(),
@@ -629,7 +659,7 @@ impl UdpTunnel {
                         ptr::null_mut(),
                         &fl.saddr,
                         &fl.daddr,
-                        0,
+                        INET_ECN_ECT_0,
                         ttl as u8,
                         0,
                         sport.to_be(),
@@ -2117,10 +2147,11 @@ pub(crate) mod nl {
         MRC_A_PATH_PROBES_SENT, MRC_A_PATH_REMOTE_ADDR, MRC_A_PATH_REMOTE_PORT,
         MRC_A_PATH_RTTVAR_NS, MRC_A_PATH_SRTT_NS, MRC_A_PATH_STATE, MRC_A_PATH_TIME_IN_STATE_NS,
         MRC_A_STATS_CONNS, MRC_A_STATS_CONNS_FAILED, MRC_A_STATS_CONNS_OPENED, MRC_A_STATS_DROPS,
-        MRC_A_STATS_RETRANS_PACKETS, MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS,
-        MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_CMD_CONN_CLOSED,
-        MRC_CMD_CONN_ESTABLISHED, MRC_CMD_CONN_GET, MRC_CMD_ENDPOINT_ADDED, MRC_CMD_ENDPOINT_GET,
-        MRC_CMD_ENDPOINT_REMOVED, MRC_CMD_PARAM_GET, MRC_CMD_PATH_STATE_CHANGE, MRC_CMD_STATS_GET,
+        MRC_A_STATS_ECN_CE_PACKETS, MRC_A_STATS_ECN_ECHOES, MRC_A_STATS_RETRANS_PACKETS,
+        MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS, MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS,
+        MRC_CMD_CONN_CLOSED, MRC_CMD_CONN_ESTABLISHED, MRC_CMD_CONN_GET, MRC_CMD_ENDPOINT_ADDED,
+        MRC_CMD_ENDPOINT_GET, MRC_CMD_ENDPOINT_REMOVED, MRC_CMD_PARAM_GET,
+        MRC_CMD_PATH_STATE_CHANGE, MRC_CMD_STATS_GET,
     };
 
     /// Path states.

@@ -33,7 +33,8 @@ import json, sys
 proc = dict(l.split() for l in open("/proc/net/mrc"))
 js = json.load(sys.stdin)
 pairs = [(k, js[k], proc[k]) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
-                                       "conns", "conns_opened", "conns_failed")]
+                                       "conns", "conns_opened", "conns_failed",
+                                       "ecn_ce_packets", "ecn_echoes")]
 pairs.append(("retrans_packets", js["retrans_packets"], proc["tx_retransmits"]))
 pairs += [("drop_" + k, v, proc["drop_" + k]) for k, v in js["drops"].items()]
 bad = [f"{k}: netlink {a} != proc {b}" for k, a, b in pairs if int(a) != int(b)]
@@ -41,9 +42,9 @@ rx = js["rx_packets"]
 print("; ".join(bad) if bad else f"equal {len(pairs)} rx_packets={rx}")
 '
 out=$(ip netns exec "$b" "$MRC_STATUS" --json stats | ip netns exec "$b" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 20 rx_packets=64" "$out"
+mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 22 rx_packets=64" "$out"
 out=$(ip netns exec "$a" "$MRC_STATUS" --json stats | ip netns exec "$a" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats in a (sent nothing to a)" "equal 20 rx_packets=0" "$out"
+mrc_check "mrc-status stats in a (sent nothing to a)" "equal 22 rx_packets=0" "$out"
 
 # The kernel's own client reads the family from the spec.
 ksrc=$(. "$MRC_DIR/scripts/env.sh" && kernel_src_dir)

@@ -5,7 +5,8 @@
 # 1 B to 1 MiB (seeded sizes and contents, each message checked by length
 # and content at the receiver), SHA-256 of everything sent equal to
 # everything received, over IPv4 and IPv6; the same through netem loss,
-# reordering, duplication and corruption; many concurrent connections;
+# reordering, duplication and corruption; ECN marks echoed instead of
+# losses; many concurrent connections;
 # close with data in flight, then rmmod.
 
 . "$(dirname "$0")/mrc_lib.sh"
@@ -103,6 +104,33 @@ for ns_dev in "$A veth-a" "$B veth-b"; do
 	set -- $ns_dev
 	tc -n "$1" qdisc del dev "$2" root
 done
+
+# ECN: every MRC packet leaves ECT(0), so netem's "ecn" loss marks it CE
+# instead of dropping it. The receiver counts the marks and echoes them;
+# nothing is lost, so nothing is sent again. The same loss rate without
+# "ecn" drops packets, the control that shows the marks replaced losses.
+# IPv6 carries ECN in the traffic class, IPv4 in the TOS byte.
+ecn_run() { # NAME ADDR NETEM...
+	local name=$1 addr=$2 ce0 echo0 retx0
+	shift 2
+	tc -n "$B" qdisc add dev veth-b root netem "$@"
+	ce0=$(mrc_stat "$A" ecn_ce_packets)
+	echo0=$(mrc_stat "$B" ecn_echoes)
+	retx0=$(mrc_stat "$B" tx_retransmits)
+	transfer "$name" "$addr" $((8 << 20)) 1 --msg-size 65536
+	ecn_ce=$(( $(mrc_stat "$A" ecn_ce_packets) - ce0 ))
+	ecn_echo=$(( $(mrc_stat "$B" ecn_echoes) - echo0 ))
+	ecn_retx=$(( $(mrc_stat "$B" tx_retransmits) - retx0 ))
+	tc -n "$B" qdisc del dev veth-b root
+	echo "# $name: $ecn_ce CE-marked DATA packets received, $ecn_echo echoes, $ecn_retx retransmissions"
+}
+for addr in 10.77.0.1 fd77::1; do
+	ecn_run "$addr: 3% ECN marks, 8 MiB" "$addr" loss 3% ecn
+	mrc_check "$addr: marks received and echoed, no retransmission" "1 1 0" \
+		"$((ecn_ce > 0)) $((ecn_echo > 0)) $ecn_retx"
+done
+ecn_run "10.77.0.1: 3% loss without ECN, 8 MiB" 10.77.0.1 loss 3%
+mrc_check "3% loss without ECN: no marks, retransmissions" "0 1" "$ecn_ce $((ecn_retx > 0))"
 
 start=$SECONDS
 transfer "16 concurrent connections, 256 KiB each" 10.77.0.1 262144 16 --msg-size 4096

@@ -6,6 +6,7 @@
 
 use std::mem::MaybeUninit;
 
+use mrc_core::mrc_cc::CcKind;
 use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
     SendError, State, Transmit, MIN_TX_BUF, WINDOW,
@@ -602,6 +603,124 @@ fn delayed_ack_every_second_packet() {
     let ack = drain(&mut server, t);
     assert_eq!(ack.len(), 1);
     assert_eq!(header(&ack[0]).ack, CLIENT_ISN + 3);
+}
+
+#[test]
+fn ce_mark_is_echoed_at_once_on_its_path() {
+    let (mut client, mut server) = established();
+    for _ in 0..3 {
+        client.send_message(100).unwrap();
+    }
+    let data = drain(&mut client, MS);
+    assert_eq!(data.len(), 3);
+    // An unmarked first packet waits for the delayed ACK; a marked one is acknowledged at
+    // once, with ECE, on the path it came by.
+    feed(&mut server, MS, &data[0]);
+    assert!(drain(&mut server, MS).is_empty());
+    let pkt = decode(&data[1]).unwrap();
+    assert!(matches!(
+        server.handle_packet_ecn(MS, &pkt, true),
+        Input::Store { .. }
+    ));
+    let ack = drain(&mut server, MS);
+    assert_eq!(ack.len(), 1);
+    let h = header(&ack[0]);
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    assert!(h.flags.ece(), "ACK of a CE packet carries ECE");
+    assert_eq!(h.path_id, PATH_ID);
+    assert_eq!(h.ack, CLIENT_ISN + 2);
+    assert_eq!(server.stats().ce_received, 1);
+    // The echo is not sticky: the next ACK is clean.
+    feed(&mut server, 2 * MS, &data[2]);
+    let t = server.next_timeout(2 * MS).unwrap();
+    server.on_timeout(t);
+    let ack2 = drain(&mut server, t);
+    assert_eq!(ack2.len(), 1);
+    assert!(!header(&ack2[0]).flags.ece());
+    // A CE mark on a packet that is not new data (a duplicate) is not echoed.
+    let dup = decode(&data[0]).unwrap();
+    server.handle_packet_ecn(3 * MS, &dup, true);
+    let ack3 = drain(&mut server, 3 * MS);
+    assert!(ack3.iter().all(|a| !header(a).flags.ece()));
+    assert_eq!(server.stats().ce_received, 1);
+    feed_all(&mut client, 3 * MS, &ack);
+    assert_eq!(client.stats().ece_received, 1);
+}
+
+#[test]
+fn ece_cuts_only_the_marked_path() {
+    // NewReno, whose window grows on these short round trips whatever their RTT; how the
+    // delay controller answers ECE is tested in `cc.rs`. What is tested here is which path
+    // the echo is charged to.
+    let mut cfg = ConnConfig::default();
+    cfg.path.cc = CcKind::Reno;
+    let (mut client, mut server) = established_with(cfg, cfg);
+    let second = PathIds {
+        path_id: PATH_ID + 1,
+        plane: 1,
+        entropy: 2,
+    };
+    let marked = client.paths_mut().add(MS, second, false).unwrap();
+    server.paths_mut().add(MS, second, false).unwrap();
+    let clean = client.paths().find(PATH_ID).unwrap();
+    // Grow both windows past the floor on clean round trips first.
+    let mut now = 2 * MS;
+    for _ in 0..6 {
+        for _ in 0..8 {
+            client.send_message(1000).unwrap();
+        }
+        for _ in 0..10 {
+            let data = drain(&mut client, now);
+            feed_all(&mut server, now + 100 * US, &data);
+            server.on_timeout(now + 100 * US + ConnConfig::default().delack_ns);
+            let acks = drain(
+                &mut server,
+                now + 100 * US + ConnConfig::default().delack_ns,
+            );
+            now += 2 * MS;
+            feed_all(&mut client, now, &acks);
+        }
+    }
+    let cwnd = |c: &Conn, i| c.paths().get(i).unwrap().cwnd();
+    let (before_clean, before_marked) = (cwnd(&client, clean), cwnd(&client, marked));
+    for _ in 0..16 {
+        client.send_message(1000).unwrap();
+    }
+    let tx = drain_tx(&mut client, now);
+    assert!(tx.iter().any(|(t, _)| t.path == marked));
+    assert!(tx.iter().any(|(t, _)| t.path == clean));
+    now += MS;
+    // One ACK covers the whole round, clean and marked packets alike: only the packets of
+    // the path the ACK names take the mark. The clean path's packets come last, and the
+    // echo still names the marked path.
+    let mut order: Vec<_> = tx.iter().collect();
+    order.sort_by_key(|(t, _)| t.path != marked);
+    for (t, b) in order {
+        let pkt = decode(b).unwrap();
+        server.handle_packet_ecn(now, &pkt, t.path == marked);
+    }
+    let acks = drain(&mut server, now);
+    assert_eq!(acks.len(), 1);
+    assert!(header(&acks[0]).flags.ece());
+    assert_eq!(header(&acks[0]).path_id, PATH_ID + 1);
+    feed_all(&mut client, now, &acks);
+    let t = now + ConnConfig::default().delack_ns;
+    server.on_timeout(t);
+    let acks = drain(&mut server, t);
+    feed_all(&mut client, t, &acks);
+    let marks = tx.iter().filter(|(t, _)| t.path == marked).count() as u64;
+    assert_eq!(server.stats().ce_received, marks);
+    assert_eq!(client.stats().ece_received, 1);
+    assert!(
+        cwnd(&client, marked) < before_marked,
+        "marked path: {before_marked} -> {}",
+        cwnd(&client, marked)
+    );
+    assert!(
+        cwnd(&client, clean) >= before_clean,
+        "clean path: {before_clean} -> {}",
+        cwnd(&client, clean)
+    );
 }
 
 #[test]

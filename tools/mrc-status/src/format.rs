@@ -278,6 +278,12 @@ pub fn stats(s: &Stats) -> String {
     let _ = writeln!(out, "retransmitted: {} packets", n(s.retrans_packets));
     let _ = writeln!(
         out,
+        "ecn: {} congestion-marked packets received, {} echoes received",
+        n(s.ecn_ce_packets),
+        n(s.ecn_echoes)
+    );
+    let _ = writeln!(
+        out,
         "connections: {} now, {} opened, {} failed",
         n(s.conns.map(u64::from)),
         n(s.conns_opened),
@@ -698,6 +704,8 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
             (stats::CONNS, 2),
             (stats::CONNS_OPENED, 10),
             (stats::CONNS_FAILED, 1),
+            (stats::ECN_CE_PACKETS, 7),
+            (stats::ECN_ECHOES, 6),
         ] {
             w = put(w, s, k, v);
         }
@@ -725,6 +733,7 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
 received: 1000 packets, 1.00 MiB
 sent: 2000 packets, 4.66 GiB
 retransmitted: 3 packets
+ecn: 7 congestion-marked packets received, 6 echoes received
 connections: 2 now, 10 opened, 1 failed
 dropped: 16 packets
   REASON        PACKETS
@@ -742,6 +751,8 @@ dropped: 16 packets
                 "conns_failed",
                 "conns_opened",
                 "drops",
+                "ecn_ce_packets",
+                "ecn_echoes",
                 "retrans_packets",
                 "rx_bytes",
                 "rx_packets",

@@ -58,6 +58,8 @@ pub struct Stats {
     pub conns: Option<u32>,
     pub conns_opened: Option<u64>,
     pub conns_failed: Option<u64>,
+    pub ecn_ce_packets: Option<u64>,
+    pub ecn_echoes: Option<u64>,
     /// Drop counters by reason name (`bad_checksum`…); reasons the kernel
     /// does not report are absent.
     pub drops: BTreeMap<String, u64>,
@@ -85,6 +87,8 @@ impl Stats {
             conns: a.u32(stats::CONNS)?,
             conns_opened: a.uint(stats::CONNS_OPENED)?,
             conns_failed: a.uint(stats::CONNS_FAILED)?,
+            ecn_ce_packets: a.uint(stats::ECN_CE_PACKETS)?,
+            ecn_echoes: a.uint(stats::ECN_ECHOES)?,
             drops: drops_map,
         })
     }

@@ -172,6 +172,8 @@ attr_set!(
         CONNS_OPENED = 7, "conns-opened", "uint";
         CONNS_FAILED = 8, "conns-failed", "uint";
         DROPS = 9, "drops", "nest";
+        ECN_CE_PACKETS = 10, "ecn-ce-packets", "uint";
+        ECN_ECHOES = 11, "ecn-echoes", "uint";
     }
 );
 
