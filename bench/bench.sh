@@ -81,7 +81,7 @@ guest+=(/tmp/mrc-bench)
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	log "running the smoke benchmark in the VM (a few minutes); output in $out"
 else
-	log "running the benchmark in the VM (about 15 minutes under TCG); output in $out"
+	log "running the benchmark in the VM (about 17 minutes under TCG); output in $out"
 fi
 set +e
 scripts/vm.sh --flavor release "$(printf '%q ' "${guest[@]}")" \

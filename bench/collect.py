@@ -17,6 +17,13 @@ Layout of OUTDIR (written by run-guest.sh):
     scenarios/NN-ID/PROTO/repK/meta.env  times (EPOCHREALTIME), exit codes
     scenarios/NN-ID/PROTO/repK/{client.json,server.json,*.err,setup.log,error}
     scenarios/NN-ID/PROTO/repK/snapshot/*, counters/*
+    scenarios/NN-ID/PROTO/pN/...         a scenario with points (path-scaling:
+                                         N paths per connection) has a level
+                                         more: PROTO/pN/params, PROTO/pN/repK
+
+A run's meta.env holds the tick counts of the "cpu" line of /proc/stat at
+the client's launch and exit (cpu_ticks_t0, cpu_ticks_client_exit, JSON
+arrays; clk_tck ticks per second); run records summarize them as "cpu".
 
 Usage:
     collect.py header OUTDIR       JSON of meta.env and module.txt
@@ -288,6 +295,11 @@ def run_record(rdir, transport):
     rec["client"] = client
     rec["server"] = server
     rec["timing"] = timing(meta, client)
+    cpu = cpu_usage(meta)
+    if cpu is not None:
+        rec["cpu"] = cpu
+    if meta.get("paths_target") is not None:
+        rec["point"] = {"paths_target": meta.get("paths_target"), "ev_per_plane": meta.get("ev_per_plane")}
     problems, summary = verify(client, server, meta.get("conns"))
     rec["verify"] = summary
     err = harness_error or first_error(client, server)
@@ -310,6 +322,51 @@ def run_record(rdir, transport):
     return rec
 
 
+# Fields of the "cpu" line of /proc/stat, in order (guest and guest_nice
+# are already counted in user and nice).
+CPU_FIELDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
+
+
+def cpu_usage(meta):
+    """CPU time of the whole machine (all CPUs) between the client's launch
+    and its exit, in seconds, from the /proc/stat ticks in meta.env: busy
+    (user, nice, system, irq, softirq), idle (idle, iowait), steal, and the
+    busy share of busy + idle; None when not recorded."""
+    a, b = meta.get("cpu_ticks_t0"), meta.get("cpu_ticks_client_exit")
+    hz = _num(meta.get("clk_tck")) or 100
+    if not isinstance(a, list) or not isinstance(b, list) or len(a) < 7 or len(b) < 7:
+        return None
+    d = {}
+    for i, name in enumerate(CPU_FIELDS):
+        if i < len(a) and i < len(b) and _num(a[i]) is not None and _num(b[i]) is not None:
+            d[name] = (b[i] - a[i]) / hz
+        else:
+            d[name] = 0.0
+    busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+    idle = d["idle"] + d["iowait"]
+    out = {k: round(v, 6) for k, v in d.items()}
+    out.update({
+        "busy_s": round(busy, 6),
+        "idle_s": round(idle, 6),
+        "busy_share": round(busy / (busy + idle), 6) if busy + idle > 0 else None,
+    })
+    return out
+
+
+def counter_lines(text):
+    """NAME VALUE lines (/proc/net/mrc) as a dict of integers; None for
+    text that has none (a missing file gives cat's error)."""
+    out = {}
+    for line in (text or "").splitlines():
+        f = line.split()
+        if len(f) == 2:
+            try:
+                out[f[0]] = int(f[1])
+            except ValueError:
+                pass
+    return out or None
+
+
 def rep_key(name):
     m = re.match(r"rep(\d+)$", name)
     return int(m.group(1)) if m else 1 << 30
@@ -330,12 +387,24 @@ def scenario_record(sdir):
     names.sort(key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
     for t in names:
         tdir = os.path.join(sdir, t)
-        reps = sorted((n for n in os.listdir(tdir) if re.match(r"rep\d+$", n)), key=rep_key)
         sc["transports"][t] = {
             "params": read_dir(os.path.join(tdir, "params")),
-            "runs": [run_record(os.path.join(tdir, r), t) for r in reps],
+            "runs": runs_of(tdir, t),
         }
+        # Points (pN): their parameters apart, their runs in "runs" in the
+        # order of the points, each with its "point".
+        points = sorted((n for n in os.listdir(tdir) if re.match(r"p\d+$", n)), key=lambda n: int(n[1:]))
+        if points:
+            sc["transports"][t]["points"] = {
+                p: {"params": read_dir(os.path.join(tdir, p, "params"))} for p in points}
+            for p in points:
+                sc["transports"][t]["runs"] += runs_of(os.path.join(tdir, p), t)
     return sc
+
+
+def runs_of(tdir, transport):
+    reps = sorted((n for n in os.listdir(tdir) if re.match(r"rep\d+$", n)), key=rep_key)
+    return [run_record(os.path.join(tdir, r), transport) for r in reps]
 
 
 def header_record(outdir):
@@ -421,7 +490,7 @@ def results_from_log(text):
     if footer is None:
         last = None
         for raw in text.splitlines():
-            m = re.match(r"\[bench [0-9:]+\] (\S+ \S+ rep \d+)\s*$", raw.rstrip("\r"))
+            m = re.match(r"\[bench [0-9:]+\] (\S+ \S+(?: p\d+)? rep \d+)\s*$", raw.rstrip("\r"))
             if m:
                 last = m.group(1)
         notes.append("no footer block: the VM run ended before the benchmark finished"

@@ -321,7 +321,7 @@ def summary_table(results):
             r = m.get("ratio") if m else None
             mrc_vs = ("%.2f× %s" % (r, LABEL.get(row["best_peer"], ""))) if r is not None else "–"
             lines.append("| %s | %s | %s | %s |" % (scenario_label(sc), metric, " | ".join(cells), mrc_vs))
-    return lines
+    return lines if len(lines) > 2 else []
 
 
 def failover_table(results):
@@ -455,6 +455,100 @@ def paths_table(results):
             "|---|---|---|---|---|"] + rows
 
 
+# --- Path scaling ------------------------------------------------------------------
+
+
+def mrc_counters(run, role):
+    """/proc/net/mrc of one end after the run, as a dict (None if missing)."""
+    return collect.counter_lines((run.get("counters") or {}).get("proc_net_mrc_" + role))
+
+
+def scaling_metrics(run):
+    """Per-packet cost of one run of the path-scaling scenario: CPU time of
+    the whole VM from the client's launch to its exit (busy: user, system,
+    irq, softirq of all CPUs) per DATA packet the client sent, and per MRC
+    packet either end sent; the goodput and the busy share of the CPUs."""
+    cpu = run.get("cpu") or {}
+    cli = mrc_counters(run, "client") or {}
+    srv = mrc_counters(run, "server") or {}
+    busy = cpu.get("busy_s")
+    data = cli.get("tx_type_data")
+    total = (cli.get("tx_packets") or 0) + (srv.get("tx_packets") or 0) if cli or srv else None
+    out = {
+        "paths_target": (run.get("point") or {}).get("paths_target"),
+        "ev_per_plane": (run.get("point") or {}).get("ev_per_plane"),
+        "paths_seen": paths_used(run),
+        "goodput": run_goodput(run),
+        "busy_pct": cpu["busy_share"] * 100 if cpu.get("busy_share") is not None else None,
+        "busy_s": busy,
+        "data_pkts": data,
+        "all_pkts": total,
+        "us_per_data_pkt": busy * 1e6 / data if busy is not None and data else None,
+        "us_per_pkt": busy * 1e6 / total if busy is not None and total else None,
+        "pkts_per_data_pkt": total / data if total and data else None,
+    }
+    return out
+
+
+def scaling_points(sc):
+    """The points of a path-scaling scenario in order of path count: one
+    dict per point with its runs' metrics and the medians over the
+    successful runs."""
+    tr = (sc.get("transports") or {}).get("mrc") or {}
+    by = {}
+    for r in tr.get("runs") or []:
+        n = (r.get("point") or {}).get("paths_target")
+        by.setdefault(n, []).append(r)
+    pts = []
+    for n in sorted(by, key=lambda x: (x is None, x if x is not None else 0)):
+        runs = by[n]
+        ms = [scaling_metrics(r) for r in runs]
+        okm = [m for r, m in zip(runs, ms) if r.get("ok")]
+        p = {"paths_target": n, "n": len(runs), "ok": len(okm), "runs": ms}
+        for k in ("goodput", "busy_pct", "us_per_data_pkt", "us_per_pkt", "pkts_per_data_pkt"):
+            vals = [m[k] for m in okm if m[k] is not None]
+            p[k] = median(vals)
+            p[k + "_min"] = min(vals) if vals else None
+            p[k + "_max"] = max(vals) if vals else None
+        seen = sorted({m["paths_seen"] for m in ms if m["paths_seen"] is not None})
+        p["paths_seen"] = seen
+        evs = {m["ev_per_plane"] for m in ms if m["ev_per_plane"] is not None}
+        p["ev_per_plane"] = evs.pop() if len(evs) == 1 else None
+        pts.append(p)
+    base = next((p["us_per_data_pkt"] for p in pts if p["us_per_data_pkt"] is not None), None)
+    for p in pts:
+        p["vs_first"] = ratio(p["us_per_data_pkt"], base)
+    return pts
+
+
+def scaling_table(results):
+    lines = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "scaling":
+            continue
+        pts = scaling_points(sc)
+        if not pts:
+            continue
+        if lines:
+            lines.append("")
+        lines += ["| paths set | paths seen | ev_per_plane | goodput, Mbit/s ↑ | CPU busy, % | "
+                  "CPU per DATA packet, µs ↓ | ÷ fewest paths | CPU per MRC packet, µs | "
+                  "MRC packets per DATA packet | runs ok |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for p in pts:
+            seen = ", ".join("%g" % v for v in p["paths_seen"]) or "?"
+            if p["ok"] == 0:
+                lines.append("| %s | %s | %s | failed | – | – | – | – | – | 0/%d |" % (
+                    p["paths_target"], seen, p["ev_per_plane"] if p["ev_per_plane"] is not None else "?", p["n"]))
+                continue
+            lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d |" % (
+                p["paths_target"], seen, p["ev_per_plane"] if p["ev_per_plane"] is not None else "?",
+                fmt_num(p["goodput"]), fmt_num(p["busy_pct"]), fmt_num(p["us_per_data_pkt"]),
+                ("%.2f×" % p["vs_first"]) if p["vs_first"] is not None else "–",
+                fmt_num(p["us_per_pkt"]), fmt_num(p["pkts_per_data_pkt"]), p["ok"], p["n"]))
+    return lines
+
+
 def failures(results, limit=40):
     out = []
     for sc in results.get("scenarios") or []:
@@ -463,8 +557,10 @@ def failures(results, limit=40):
         for t, tr in (sc.get("transports") or {}).items():
             for r in tr.get("runs") or []:
                 if not r.get("ok"):
-                    out.append("- `%s` %s rep %s: %s" % (sc.get("id"), LABEL.get(t, t), r.get("rep"),
-                                                         one_line(r.get("error") or "failed")))
+                    pt = (r.get("point") or {}).get("paths_target")
+                    out.append("- `%s` %s%s rep %s: %s" % (sc.get("id"), LABEL.get(t, t),
+                                                           " (%s paths)" % pt if pt is not None else "",
+                                                           r.get("rep"), one_line(r.get("error") or "failed")))
     if len(out) > limit:
         out = out[:limit] + ["- … %d more in bench/results.json" % (len(out) - limit)]
     return out
@@ -486,8 +582,9 @@ def run_line(results):
         mem = m.get("mem_kib")
         parts.append("%s vCPUs%s" % (m["cpus"], ", %d MiB" % (mem // 1024) if isinstance(mem, int) else ""))
     if m.get("reps") is not None:
-        parts.append("%s repetition%s of %s s (failover %s s)" % (
-            m["reps"], "" if m["reps"] == 1 else "s", m.get("duration_s"), m.get("fail_duration_s")))
+        parts.append("%s repetition%s of %s s%s" % (
+            m["reps"], "" if m["reps"] == 1 else "s", m.get("duration_s"),
+            " (failover %s s)" % m["fail_duration_s"] if m.get("fail_duration_s") is not None else ""))
     if m.get("msg_size"):
         parts.append("%s-byte messages" % m["msg_size"])
     if m.get("mrc_perf"):
@@ -505,11 +602,13 @@ def markdown(results, plots):
     if not results.get("complete"):
         lines += ["**Incomplete run:** " + "; ".join(results.get("notes") or ["the VM run did not finish"]), ""]
     lines += [run_line(results) + ".", ""]
-    lines += ["### Summary", "",
-              "Median of the successful repetitions; in parentheses, the ratio to the best peer of MRC on "
-              "that row (best of MPTCP, SCTP and TCP, in bold). ↑ higher is better, ↓ lower is better. "
-              "`k/n`: only k of n repetitions succeeded; `failed`: none did (errors below).", ""]
-    lines += summary_table(results)
+    sm = summary_table(results)
+    if sm:
+        lines += ["### Summary", "",
+                  "Median of the successful repetitions; in parentheses, the ratio to the best peer of MRC on "
+                  "that row (best of MPTCP, SCTP and TCP, in bold). ↑ higher is better, ↓ lower is better. "
+                  "`k/n`: only k of n repetitions succeeded; `failed`: none did (errors below).", ""]
+        lines += sm
     ft = failover_table(results)
     if ft:
         lines += ["", "### Failover", ""] + ft
@@ -519,6 +618,19 @@ def markdown(results, plots):
                   "Median transfer time of the selftest's transfer; ✓ within the selftest's time limit "
                   "(for mrc-perf, the limit less the 400 ms of mptcp_connect's join sleeps), ✗ over it.", ""]
         lines += st
+    sct = scaling_table(results)
+    if sct:
+        lines += ["", "### Per-packet cost and number of paths (MRC only)", "",
+                  "One MRC connection over the unshaped veth (the CPU is the limit) with a given number of "
+                  "paths: the handshake's path plus `ev_per_plane` (set in both namespaces with `mrc-status "
+                  "param set`) paths of its one plane, so the smallest connection has 2. *CPU per DATA packet*: "
+                  "busy CPU time of the whole VM (user, system, irq, softirq of all CPUs, `/proc/stat`) from "
+                  "the client's launch to its exit, over the DATA packets the client sent (`tx_type_data` of "
+                  "`/proc/net/mrc`); it holds both ends, mrc-perf's copies included. *CPU per MRC packet* "
+                  "divides by every packet both ends sent (`tx_packets`). Medians over the successful "
+                  "repetitions; paths seen: `mrc-status show` mid-transfer, first repetition. "
+                  "No peer is measured: MPTCP caps a connection at 8 subflows, SCTP sends data on one path "
+                  "of as many as the peer has addresses, TCP has one path.", ""] + sct
     pt = paths_table(results)
     if pt:
         lines += ["", "### Paths the transports used", "",
@@ -533,6 +645,8 @@ def markdown(results, plots):
             lines.append("![%s](%s)" % (title, path))
             lines.append("")
     lines += ["", END]
+    # One blank line between blocks, whichever sections are there.
+    lines = [l for i, l in enumerate(lines) if l or i == 0 or lines[i - 1]]
     return "\n".join(lines) + "\n"
 
 
@@ -697,12 +811,62 @@ def plot_latency(results, outdir):
     return []
 
 
+def plot_scaling(results, outdir):
+    """CPU per DATA packet (median, min–max) against the paths per
+    connection, goodput on a second axis."""
+    plt = _pyplot()
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "scaling":
+            continue
+        pts = [p for p in scaling_points(sc) if p["paths_target"] is not None]
+        got = [p for p in pts if p["us_per_data_pkt"] is not None]
+        if not got:
+            continue
+        xs = [p["paths_target"] for p in got]
+        ys = [p["us_per_data_pkt"] for p in got]
+        lo = [p["us_per_data_pkt"] - p["us_per_data_pkt_min"] for p in got]
+        hi = [p["us_per_data_pkt_max"] - p["us_per_data_pkt"] for p in got]
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        ax.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, color=COLOR["mrc"],
+                    label="CPU per DATA packet (µs)")
+        failed = [p["paths_target"] for p in pts if p["ok"] == 0]
+        if failed:
+            ax.plot(failed, [0] * len(failed), "x", color=COLOR["mrc"], markersize=8, markeredgewidth=2,
+                    label="every repetition failed")
+        ax.set_xscale("log", base=2)
+        allx = [p["paths_target"] for p in pts]
+        ax.set_xlim(min(allx) / 1.5, max(allx) * 1.5)
+        ax.set_xticks([p["paths_target"] for p in pts])
+        ax.set_xticklabels([str(p["paths_target"]) if p["paths_seen"] in ([], [p["paths_target"]]) else
+                            "%s\n(%s seen)" % (p["paths_target"], "/".join("%g" % v for v in p["paths_seen"]))
+                            for p in pts])
+        ax.set_xlabel("paths per connection")
+        ax.set_ylabel("CPU per DATA packet (µs), median, min–max")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax2 = ax.twinx()
+        gx = [p["paths_target"] for p in pts if p["goodput"] is not None]
+        gy = [p["goodput"] for p in pts if p["goodput"] is not None]
+        ax2.plot(gx, gy, marker="s", linestyle="--", color="#444444", label="goodput (Mbit/s)")
+        ax2.set_ylabel("goodput (Mbit/s)")
+        ax2.set_ylim(bottom=0)
+        h1, l1 = ax.get_legend_handles_labels()
+        h2, l2 = ax2.get_legend_handles_labels()
+        ax.legend(h1 + h2, l1 + l2, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3)
+        ax.set_title(sc.get("title") or "path scaling", fontsize=10)
+        path = os.path.join(outdir, "path-scaling.svg")
+        _save(plt, fig, path)
+        return [("MRC: CPU per packet and goodput against the number of paths", path)]
+    return []
+
+
 def make_plots(results, outdir):
     os.makedirs(outdir, exist_ok=True)
     out = []
     out += plot_goodput(results, outdir)
     out += plot_failover(results, outdir)
     out += plot_latency(results, outdir)
+    out += plot_scaling(results, outdir)
     return out
 
 
@@ -843,6 +1007,30 @@ def self_test():
     cut = collect.results_from_log("".join(blocks[:-3]))
     check("extract: cut-off output is incomplete", cut["complete"], False)
 
+    # The path-scaling scenario on crafted raw files in the guest's layout
+    # (testdata/scaling, see testdata/README): points, CPU ticks, counters.
+    scal = collect.results_from_dir(os.path.join(HERE, "testdata", "scaling"))
+    ssc = scal["scenarios"][0]
+    check("scaling: points of the transport", sorted(ssc["transports"]["mrc"]["points"]), ["p1", "p256", "p8"])
+    check("scaling: runs in point order", [(r["point"]["paths_target"], r["rep"]) for r in ssc["transports"]["mrc"]["runs"]],
+          [(1, 1), (1, 2), (8, 1), (8, 2), (256, 1), (256, 2)])
+    check("scaling: CPU busy seconds", ssc["transports"]["mrc"]["runs"][0]["cpu"]["busy_s"], 2.0)
+    check("scaling: CPU busy share", ssc["transports"]["mrc"]["runs"][0]["cpu"]["busy_share"], 0.5)
+    pts = {p["paths_target"]: p for p in scaling_points(ssc)}
+    check("scaling: µs per DATA packet, 1 path", pts[1]["us_per_data_pkt"], 21.0)
+    check("scaling: µs per DATA packet, 8 paths", pts[8]["us_per_data_pkt"], 24.4)
+    check("scaling: failed run left out of the median", (pts[256]["us_per_data_pkt"], pts[256]["ok"], pts[256]["n"]),
+          (50.0, 1, 2))
+    check("scaling: cost against the fewest paths", pts[256]["vs_first"], 50 / 21)
+    check("scaling: µs per MRC packet of both ends", pts[1]["us_per_pkt"], median([2.0e6 / 150500, 2.2e6 / 150500]))
+    check("scaling: paths seen", (pts[1]["paths_seen"], pts[256]["paths_seen"]), ([2], [256]))
+    check("scaling: ev_per_plane", (pts[1]["ev_per_plane"], pts[8]["ev_per_plane"]), (1, 7))
+    smd = markdown(scal, [])
+    check("scaling: markdown row", "| 256 | 256 | 255 | 400 | 100 | 50.0 | 2.38× | 31.5 | 1.59 | 1/2 |" in smd, True)
+    check("scaling: failure names the point", "`path-scaling` MRC (256 paths) rep 2:" in smd, True)
+    check("scaling: no empty summary table", "### Summary" in smd, False)
+    check("scaling: kind left out of the summary of the peers", summarize(ssc), [])
+
     # Plots, when matplotlib is there.
     have_mpl = importlib.util.find_spec("matplotlib") is not None
     if not have_mpl:
@@ -854,6 +1042,8 @@ def self_test():
             check("plots drawn", names, ["failover.svg", "goodput.svg", "latency.svg"])
             with open(os.path.join(d, "failover.svg")) as f:
                 check("failover plot is SVG", "<svg" in f.read(2000), True)
+            drawn = make_plots(scal, d)
+            check("scaling plot drawn", [os.path.basename(p) for _, p in drawn], ["path-scaling.svg"])
 
     print()
     print("%d passed, %d failed" % (count[0] - len(failures_), len(failures_)))

@@ -14,6 +14,10 @@
 #     c4 10.80.4.1/24 ------ plane 4 ------ s4 10.80.4.2/24
 #     u0 10.81.0.1/24 ------ unshaped ----- u0 10.81.0.2/24   (own scenarios)
 #
+# The path-scaling scenario runs MRC alone on the unshaped veth, once per
+# path count (BENCH_SCALE_PATHS), and records the CPU time of the whole VM
+# around each transfer (/proc/stat) for the cost per packet.
+#
 # A plane is shaped on the egress of both ends: netem (delay, loss) as the
 # root qdisc with a tbf (rate) child, TSO/GSO off so that rate and loss
 # apply to wire-sized packets. The simult_flows scenarios rebuild the
@@ -68,7 +72,9 @@ else
 fi
 SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
 PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
-SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,latency,fairness,simult}
+SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,latency,fairness,simult,path-scaling}
+# Paths per MRC connection of the path-scaling scenario.
+SCALE_PATHS=${BENCH_SCALE_PATHS:-1,8,64,256}
 RATE=${BENCH_PLANE_RATE:-50}
 UNEQUAL=${BENCH_UNEQUAL_RATES:-80,40,20,10}
 DELAY_MS=${BENCH_DELAY_MS:-1}
@@ -90,6 +96,8 @@ MRC_ENDPOINTS=${BENCH_MRC_ENDPOINTS:-1}
 # does not end a stuck transfer (e.g. a connect() that never returns).
 HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 * STALL + 20))}
 PORT_BASE=20000
+# Unit of the tick counts of /proc/stat.
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 
 log() { printf '[bench %s] %s\n' "$(date +%T)" "$*"; }
 has() { case ",$1," in *",$2,"*) return 0 ;; esac; return 1; }
@@ -260,6 +268,16 @@ mrc_endpoints() {
 	done
 }
 
+# mrc_ev_per_plane: RUN_EV paths per plane for new connections, in both
+# namespaces (both ends derive the path ids of the planes from it). Unlike
+# the endpoints, a refusal fails the set-up: the run would measure another
+# path count than its point says.
+mrc_ev_per_plane() {
+	[ -n "$RUN_EV" ] || return 0
+	ip netns exec "$CLI" "$STATUS" param set ev_per_plane "$RUN_EV"
+	ip netns exec "$SRV" "$STATUS" param set ev_per_plane "$RUN_EV"
+}
+
 mrc_endpoints_simult() {
 	[ "$MRC_ENDPOINTS" = 1 ] || return 0
 	ip netns exec "$CLI" "$STATUS" endpoint add 10.0.1.1 --dev ns1eth1 2>&1 || true
@@ -368,6 +386,17 @@ counters() {
 
 # --- One run ------------------------------------------------------------------------
 
+# cpu_ticks VAR: the counters of the "cpu" line of /proc/stat (all CPUs,
+# in 1/CLK_TCK s: user nice system idle iowait irq softirq steal guest
+# guest_nice) as a JSON array, read without starting a process.
+cpu_ticks() {
+	local -a f
+	local IFS=' '
+	read -ra f </proc/stat
+	IFS=,
+	printf -v "$1" '[%s]' "${f[*]:1}"
+}
+
 # wait_listen FILE PID: until the mrc-perf server says it listens.
 wait_listen() {
 	local i
@@ -386,12 +415,19 @@ RUN_ARGS=()
 RUN_KILL_AT=''
 RUN_KILL_DEV=''
 RUN_HARD=$HARD_TIMEOUT
+# A point of a scenario that varies a setting: its directory under the
+# transport's (PROTO/POINT/repK), KEY=VALUE lines for meta.env, and the
+# MRC ev_per_plane of both namespaces (empty: the default).
+RUN_POINT=''
+RUN_POINT_ENV=''
+RUN_EV=''
 
 # run_perf DIR PROTO: one mrc-perf transfer from the client to the server
 # namespace in the current topology. Writes meta.env, client.json,
 # server.json and their stderr into DIR. Never fails: the outcome is data.
 run_perf() {
 	local dir=$1 proto=$2 port=$((PORT_BASE + seq_no)) spid cpid kpid='' crc=0 src=0 t0 tc_exit
+	local cpu0 cpu1
 	mkdir -p "$dir"
 	{
 		printf 'transport=%s\nport=%s\nconns=%s\ninterval_ms=%s\nserver_addr=%s\n' \
@@ -410,6 +446,7 @@ run_perf() {
 		printf 'server_rc=%s\n' "$src" >>"$dir/meta.env"
 		return 0
 	fi
+	cpu_ticks cpu0
 	t0=$EPOCHREALTIME
 	ip netns exec "$CLI" timeout -k 5 "$RUN_HARD" "$PERF" client --proto "$proto" \
 		--addr "$SERVER_ADDR" --port "$port" --parallel "$RUN_CONNS" --timeout "${RUN_STALL:-$STALL}" \
@@ -432,9 +469,12 @@ run_perf() {
 	fi
 	wait "$cpid" || crc=$?
 	tc_exit=$EPOCHREALTIME
+	cpu_ticks cpu1
 	wait "$spid" || src=$?
 	[ -z "$kpid" ] || wait "$kpid" || true
 	printf 't0=%s\nt_client_exit=%s\nclient_rc=%s\nserver_rc=%s\n' "$t0" "$tc_exit" "$crc" "$src" >>"$dir/meta.env"
+	# CPU time of the whole VM from the client's launch to its exit.
+	printf 'cpu_ticks_t0=%s\ncpu_ticks_client_exit=%s\nclk_tck=%s\n' "$cpu0" "$cpu1" "$CLK_TCK" >>"$dir/meta.env"
 	counters "$dir" "$proto"
 }
 
@@ -481,6 +521,7 @@ setup_transport() {
 	mptcp_connect) mptcp_simult ;;
 	mrc)
 		if [ "$2" = topo_simult ]; then mrc_endpoints_simult; else mrc_endpoints; fi
+		mrc_ev_per_plane
 		;;
 	esac
 }
@@ -489,14 +530,16 @@ setup_transport() {
 # transport set-up, one transfer, teardown. A failing set-up marks this run
 # as failed (DIR/error) without stopping the benchmark.
 one_run() {
-	local sdir=$1 proto=$2 dir rc
+	local sdir=$1 proto=$2 dir pdir rc
 	shift 2
-	dir=$sdir/$proto/rep$REP
+	pdir=$sdir/$proto${RUN_POINT:+/$RUN_POINT}
+	dir=$pdir/rep$REP
 	mkdir -p "$dir"
 	new_namespaces
 	topo_info "$@"
 	printf 'rep=%s\nstarted=%s\n' "$REP" "$EPOCHREALTIME" >"$dir/meta.env"
-	log "$(basename "$sdir") $proto rep $REP"
+	[ -z "$RUN_POINT_ENV" ] || printf '%s\n' "$RUN_POINT_ENV" >>"$dir/meta.env"
+	log "$(basename "$sdir") $proto${RUN_POINT:+ $RUN_POINT} rep $REP"
 	# Run in the background and waited for, so that errexit applies inside
 	# (it does not in a subshell tested by if, && or ||).
 	(
@@ -513,7 +556,7 @@ one_run() {
 		return 0
 	fi
 	[ -d "$sdir/params" ] || topo_params "$sdir"
-	[ "$REP" != 1 ] || proto_params "$sdir/$proto" "$proto"
+	[ "$REP" != 1 ] || proto_params "$pdir" "$proto"
 	if [ "$proto" = mptcp_connect ]; then
 		run_mptcp_connect "$dir" "$SIMULT_MAX_TIME"
 	else
@@ -686,6 +729,59 @@ sc_simult() {
 	scenario_end
 }
 
+# scaling_run PROTO PATHS: one transfer over the unshaped veth with PATHS
+# paths per connection. Without endpoints the veth is the connection's one
+# plane, and a connection has the handshake's path plus ev_per_plane paths
+# per plane: PATHS - 1 entropy values (at least 1, so the smallest
+# connection has 2 paths; the report gives the count mrc-status showed).
+scaling_run() {
+	local n=$2
+	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
+	RUN_HARD=$HARD_TIMEOUT
+	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
+	RUN_EV=$((n > 1 ? n - 1 : 1))
+	RUN_POINT=p$n
+	RUN_POINT_ENV=$(printf 'paths_target=%s\nev_per_plane=%s' "$n" "$RUN_EV")
+	one_run "$sdir" "$1" topo_unshaped
+	RUN_EV='' RUN_POINT='' RUN_POINT_ENV=''
+}
+
+# sc_path_scaling: the per-packet cost of MRC with 1 to 256 paths per
+# connection (BENCH_SCALE_PATHS), CPU-bound on one unshaped veth. MRC only:
+# MPTCP caps a connection at 8 subflows, SCTP sends on one path and TCP has
+# one, so no peer has a counterpart of these points. Repetitions are
+# interleaved over the points.
+sc_path_scaling() {
+	local n ok=() bad=()
+	local -a pts
+	IFS=, read -ra pts <<<"$SCALE_PATHS"
+	for n in "${pts[@]}"; do
+		if [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 256 ]; then
+			ok+=("$n")
+		else
+			bad+=("$n")
+		fi
+	done
+	scenario_begin path-scaling "title=Per-packet cost against paths per connection (MRC only, one unshaped veth)" \
+		kind=scaling topology=unshaped "paths=$(IFS=,; csv_json "${ok[*]}")" 'transports=["mrc"]' \
+		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS" "clk_tck=$CLK_TCK" \
+		"cpu=/proc/stat of the whole VM (all CPUs) from the client's launch to its exit" \
+		"packets=/proc/net/mrc of both namespaces after the run"
+	for n in "${bad[@]}"; do
+		echo "BENCH_SCALE_PATHS: '$n' is not a path count from 1 to 256; skipped" >>"$sdir/error"
+	done
+	if ! has "$PROTOS" mrc; then
+		echo "MRC is not in BENCH_PROTOS ($PROTOS): nothing to run" >>"$sdir/error"
+		ok=()
+	fi
+	for ((REP = 1; REP <= REPS; REP++)); do
+		for n in "${ok[@]}"; do
+			scaling_run mrc "$n"
+		done
+	done
+	scenario_end
+}
+
 # run_scenario FUNC ARGS...: one scenario in a subshell, so that an
 # unexpected failure of the harness itself ends that scenario only; it is
 # recorded in the scenario's "error" file and the scenario is still
@@ -734,6 +830,7 @@ start=$SECONDS
 	printf 'stall_timeout_s=%s\ninterval_ms=%s\nfail_interval_ms=%s\nmptcp_endpoints=%s\nmrc_endpoints=%s\n' \
 		"$STALL" "$INTERVAL_MS" "$FAIL_INTERVAL_MS" "$MPTCP_ENDPOINTS" "$MRC_ENDPOINTS"
 	printf 'protos=%s\nscenarios=%s\n' "$PROTOS" "$SCENARIOS"
+	printf 'scale_paths=%s\nclk_tck=%s\n' "$(csv_json "$SCALE_PATHS")" "$CLK_TCK"
 	printf 'mrc_perf=%s\nmrc_status=%s\niproute2=%s\n' "$("$PERF" --version 2>&1)" \
 		"$("$STATUS" --version 2>&1)" "$(ip -V 2>&1)"
 	printf 'mptcp_connect=%s\nko=%s\n' "${mptcp_connect:-none}" "$ko"
@@ -769,6 +866,7 @@ if has "$SCENARIOS" simult; then
 	run_scenario sc_simult simult-unbalanced-delay "unbalanced bwidth with unbalanced delay" 10 3 1 25
 	run_scenario sc_simult simult-unbalanced-opposed "unbalanced bwidth with opposed, unbalanced delay" 10 3 25 1
 fi
+if has "$SCENARIOS" path-scaling; then run_scenario sc_path_scaling; fi
 rm -f "$out/current"
 
 {

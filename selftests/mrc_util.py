@@ -706,11 +706,18 @@ def raise_nofile(n):
         resource.setrlimit(resource.RLIMIT_NOFILE, (max(n, soft), max(n, hard)))
 
 
+def stop_flag():
+    """Returns a list that SIGTERM and SIGINT make non-empty (true) from
+    now on: the loops of the commands below run while it is empty."""
+    stop = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.append(1))
+    return stop
+
+
 def wait_for_stop():
     """Returns when SIGTERM or SIGINT arrives."""
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    stop = stop_flag()
     while not stop:
         time.sleep(0.2)
 
@@ -760,9 +767,7 @@ def cmd_churn(args):
     """Until SIGTERM or SIGINT: opens a connection, sends one message,
     closes it, again and again; prints how many it opened. Exits 1 if any
     connect or send failed."""
-    stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    stop = stop_flag()
     n = failed = 0
     while not stop:
         s = mrc_socket()
@@ -809,9 +814,7 @@ def cmd_hold_client(args):
                    for s in socks)
         print("cookies " + " ".join(str(c) for c in sorted(cookies)), flush=True)
     if args.send:
-        stop = []
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
-        signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+        stop = stop_flag()
         msg = b"m" * args.send
         while not stop:
             for s in socks:

@@ -494,20 +494,19 @@ impl Event {
     }
 }
 
-impl Snapshot for ConnDump {
-    fn consistent(&self) -> bool {
-        self.consistent
-    }
-    fn mark_torn(&mut self) {
-        self.consistent = false;
-    }
+/// Implements [`Snapshot`] for dumps that keep the answer in a
+/// `consistent` field.
+macro_rules! impl_snapshot {
+    ($($dump:ty),+ $(,)?) => {$(
+        impl Snapshot for $dump {
+            fn consistent(&self) -> bool {
+                self.consistent
+            }
+            fn mark_torn(&mut self) {
+                self.consistent = false;
+            }
+        }
+    )+};
 }
 
-impl Snapshot for EndpointDump {
-    fn consistent(&self) -> bool {
-        self.consistent
-    }
-    fn mark_torn(&mut self) {
-        self.consistent = false;
-    }
-}
+impl_snapshot!(ConnDump, EndpointDump);
