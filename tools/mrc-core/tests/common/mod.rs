@@ -999,3 +999,32 @@ impl Sim {
 pub fn conn_error(node: &Node) -> Option<ConnError> {
     node.conn.error()
 }
+
+/// Describes a simulation for a failed assertion: time, network and CPU counters, and per node
+/// its connection's state and counters and every path's state, window, RTTs and counters.
+pub fn describe(sim: &Sim) -> String {
+    let mut s = format!(
+        "seed {} t={}ms net {:?}\n",
+        sim.cfg.seed,
+        sim.now / MS,
+        sim.net
+    );
+    if sim.cfg.cpu.is_some() {
+        s += &format!("cpu {:?}\n", sim.cpu_stats);
+    }
+    for n in &sim.nodes {
+        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
+        for (i, p) in n.conn.paths().iter() {
+            s += &format!(
+                "  path {i} {:?} cwnd {} inflight {} srtt {:?} min {:?} {:?}\n",
+                p.state(),
+                p.cwnd(),
+                p.inflight(),
+                p.srtt_ns(),
+                p.min_rtt_ns(),
+                p.counters()
+            );
+        }
+    }
+    s
+}
