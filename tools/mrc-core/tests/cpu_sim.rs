@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{CpuModel, Sim, SimCfg, MS, SEC, US};
+use common::{describe, CpuModel, Sim, SimCfg, MS, SEC, US};
 use mrc_core::mrc_conn::ConnConfig;
 use mrc_core::mrc_path::PathState;
 use mrc_core::mrc_proto::HEADER_LEN;
@@ -94,35 +94,6 @@ impl Run {
     fn permille(&self) -> u64 {
         self.goodput_bps * 1000 / self.capacity_bps.max(1)
     }
-}
-
-fn describe(sim: &Sim) -> String {
-    let mut s = format!(
-        "seed {} t={}ms net {:?} cpu {:?}\n",
-        sim.cfg.seed,
-        sim.now / MS,
-        sim.net,
-        sim.cpu_stats
-    );
-    for n in &sim.nodes {
-        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
-        for (i, p) in n.conn.paths().iter() {
-            s += &format!(
-                "  path {i} {:?} cwnd {} inflight {} srtt {:?} min {:?} sent {} lost {} retx {} \
-                 missed {}\n",
-                p.state(),
-                p.cwnd(),
-                p.inflight(),
-                p.srtt_ns(),
-                p.min_rtt_ns(),
-                p.counters().bytes_sent,
-                p.counters().bytes_lost,
-                p.counters().bytes_retx,
-                p.counters().probes_missed,
-            );
-        }
-    }
-    s
 }
 
 /// Sends `count` messages of 256 KiB from client to server and measures the transfer.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Sim, SimCfg, MS, SEC, US};
+use common::{describe, Sim, SimCfg, MS, SEC, US};
 use mrc_core::mrc_conn::{ConnError, State};
 use mrc_core::mrc_path::PathState;
 
@@ -29,27 +29,6 @@ fn kill_plane(cfg: &mut SimCfg, plane: usize, from: u64, to: u64) {
         c2s.outages.push((from, to));
         s2c.outages.push((from, to));
     }
-}
-
-fn describe(sim: &Sim) -> String {
-    let mut s = format!(
-        "seed {} t={}ms net {:?}\n",
-        sim.cfg.seed,
-        sim.now / MS,
-        sim.net
-    );
-    for n in &sim.nodes {
-        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
-        for (i, p) in n.conn.paths().iter() {
-            s += &format!(
-                "  path {i} {:?} inflight {} {:?}\n",
-                p.state(),
-                p.inflight(),
-                p.counters()
-            );
-        }
-    }
-    s
 }
 
 fn assert_clean(sim: &Sim, finished: bool) {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{Rng, Sim, SimCfg, MS, SEC};
+use common::{describe, Rng, Sim, SimCfg, MS, SEC};
 use mrc_core::mrc_conn::ConnConfig;
 use mrc_core::mrc_proto::HEADER_LEN;
 
@@ -102,31 +102,6 @@ fn shares_permille(before: &[u64], after: &[u64]) -> Vec<u64> {
     let d: Vec<u64> = after.iter().zip(before).map(|(a, b)| a - b).collect();
     let total: u64 = d.iter().sum::<u64>().max(1);
     d.iter().map(|x| x * 1000 / total).collect()
-}
-
-fn describe(sim: &Sim) -> String {
-    let mut s = format!(
-        "seed {} t={}ms net {:?}\n",
-        sim.cfg.seed,
-        sim.now / MS,
-        sim.net
-    );
-    for n in &sim.nodes {
-        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
-        for (i, p) in n.conn.paths().iter() {
-            s += &format!(
-                "  path {i} {:?} cwnd {} inflight {} srtt {:?} sent {} lost {} retx {}\n",
-                p.state(),
-                p.cwnd(),
-                p.inflight(),
-                p.srtt_ns(),
-                p.counters().bytes_sent,
-                p.counters().bytes_lost,
-                p.counters().bytes_retx,
-            );
-        }
-    }
-    s
 }
 
 fn assert_clean(sim: &Sim, finished: bool) {

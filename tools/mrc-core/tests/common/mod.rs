@@ -16,8 +16,10 @@
 
 #![allow(dead_code)]
 
+use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::rc::Rc;
 
 use mrc_core::mrc_conn::{self, Conn, ConnConfig, ConnError, Event, Input, State};
 use mrc_core::mrc_path::PathIds;
@@ -412,24 +414,40 @@ pub struct Sim {
     pub path_downs: [u64; 2],
     /// Per node, those of `path_downs` caused by a loss burst.
     pub loss_burst_downs: [u64; 2],
+    /// A bottleneck the client-to-server direction of every path shares with other
+    /// simulations (see [`Dumbbell`]), in place of the links' own rate and queue.
+    shared: Option<Rc<RefCell<SharedLink>>>,
 }
 
 impl Sim {
     /// Builds the simulation and starts the client's connect.
     pub fn new(cfg: SimCfg) -> Self {
+        Self::build(cfg, 0, None)
+    }
+
+    /// Builds a simulation whose client connects at `start_ns` and whose client-to-server
+    /// traffic goes through `shared` (see [`Dumbbell`]).
+    pub fn new_shared(cfg: SimCfg, start_ns: u64, shared: Rc<RefCell<SharedLink>>) -> Self {
+        Self::build(cfg, start_ns, Some(shared))
+    }
+
+    fn build(cfg: SimCfg, start: u64, shared: Option<Rc<RefCell<SharedLink>>>) -> Self {
         let mut rng = Rng(cfg.seed);
         let mut client = Node::new(cfg.conn);
         for i in 0..cfg.paths.len() {
-            client.conn.paths_mut().add(0, ids(i), false);
+            client.conn.paths_mut().add(start, ids(i), false);
         }
         let session = rng.next_u64();
         let isn = rng.next_u64();
         client.conn.set_ports(CLIENT_PORT, SERVER_PORT);
-        client.conn.connect(0, session, isn, &[]).expect("connect");
+        client
+            .conn
+            .connect(start, session, isn, &[])
+            .expect("connect");
         let server = Node::new(cfg.conn);
         let n = cfg.paths.len();
         let mut sim = Sim {
-            now: 0,
+            now: start,
             nodes: [client, server],
             net: NetStats::default(),
             rng,
@@ -444,6 +462,7 @@ impl Sim {
             path_states: [Vec::new(), Vec::new()],
             path_downs: [0; 2],
             loss_burst_downs: [0; 2],
+            shared,
             cfg,
         };
         if let Some(m) = sim.cfg.cpu {
@@ -523,6 +542,21 @@ impl Sim {
         {
             self.net.lost += 1;
             return;
+        }
+        if from == 0 {
+            if let Some(shared) = &self.shared {
+                match shared.borrow_mut().enqueue(self.now, bytes.len() as u64) {
+                    Some(at) => depart = depart.max(at),
+                    None => {
+                        self.net.queue_drops += 1;
+                        self.net.lost += 1;
+                        return;
+                    }
+                }
+                let at = depart + link.delay_at(self.now);
+                self.push(at, Ev::Arrive { to, path, bytes });
+                return;
+            }
         }
         let q = self.cfg.bottleneck.get(path).copied().unwrap_or(path);
         let (rate, limit) =
@@ -860,6 +894,16 @@ impl Sim {
         }
     }
 
+    /// Time of the next event, if any.
+    pub fn next_event_at(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse(item)| item.at)
+    }
+
+    /// Payload bytes of the messages delivered to the server so far.
+    pub fn delivered_bytes(&self) -> u64 {
+        self.nodes[1].received.iter().map(|d| d.len as u64).sum()
+    }
+
     /// Runs one event; returns false when nothing is left to do.
     pub fn step(&mut self) -> bool {
         let Some(Reverse(item)) = self.queue.pop() else {
@@ -998,4 +1042,169 @@ impl Sim {
 /// Returns the error a node's connection failed with, if any.
 pub fn conn_error(node: &Node) -> Option<ConnError> {
     node.conn.error()
+}
+
+/// Describes a simulation for a failed assertion: time, network and CPU counters, and per node
+/// its connection's state and counters and every path's state, window, RTTs and counters.
+pub fn describe(sim: &Sim) -> String {
+    let mut s = format!(
+        "seed {} t={}ms net {:?}\n",
+        sim.cfg.seed,
+        sim.now / MS,
+        sim.net
+    );
+    if sim.cfg.cpu.is_some() {
+        s += &format!("cpu {:?}\n", sim.cpu_stats);
+    }
+    for n in &sim.nodes {
+        s += &format!("{:?} {:?}\n", n.conn.state(), n.conn.stats());
+        for (i, p) in n.conn.paths().iter() {
+            s += &format!(
+                "  path {i} {:?} cwnd {} inflight {} srtt {:?} min {:?} {:?}\n",
+                p.state(),
+                p.cwnd(),
+                p.inflight(),
+                p.srtt_ns(),
+                p.min_rtt_ns(),
+                p.counters()
+            );
+        }
+    }
+    s
+}
+
+/// A rate-limited bottleneck with a bounded FIFO (tail-drop) queue, shared by the
+/// client-to-server traffic of several simulations.
+#[derive(Clone, Debug, Default)]
+pub struct SharedLink {
+    /// Rate in bytes per second (datagram bytes, as the links of [`LinkCfg`] count them).
+    pub rate_bps: u64,
+    /// Largest backlog in bytes; a datagram that would exceed it is dropped.
+    pub queue_limit_bytes: u64,
+    /// When the link is free again.
+    busy_until: u64,
+    /// Per datagram queued: (time it arrived, time it waited before its serialisation).
+    pub delays: Vec<(u64, u64)>,
+    /// Datagrams dropped because the queue was full.
+    pub drops: u64,
+    /// Datagrams that got through.
+    pub pkts: u64,
+}
+
+impl SharedLink {
+    /// A link of `rate_bps` bytes per second that holds at most `queue_limit_bytes`.
+    pub fn new(rate_bps: u64, queue_limit_bytes: u64) -> Self {
+        SharedLink {
+            rate_bps,
+            queue_limit_bytes,
+            ..SharedLink::default()
+        }
+    }
+
+    /// Queues a datagram of `len` bytes arriving at `now`; returns when it has left the
+    /// link, or None if the queue was full.
+    fn enqueue(&mut self, now: u64, len: u64) -> Option<u64> {
+        let start = self.busy_until.max(now);
+        let backlog = (start - now) * self.rate_bps / SEC;
+        if backlog + len > self.queue_limit_bytes {
+            self.drops += 1;
+            return None;
+        }
+        self.delays.push((now, start - now));
+        self.pkts += 1;
+        self.busy_until = start + (len * SEC).div_ceil(self.rate_bps.max(1));
+        Some(self.busy_until)
+    }
+
+    /// Queueing delays of the datagrams that arrived in `[from, to)`, sorted.
+    pub fn delays_between(&self, from: u64, to: u64) -> Vec<u64> {
+        let mut d: Vec<u64> = self
+            .delays
+            .iter()
+            .filter(|&&(at, _)| at >= from && at < to)
+            .map(|&(_, d)| d)
+            .collect();
+        d.sort_unstable();
+        d
+    }
+}
+
+/// Several connections, each its own [`Sim`] (a client and a server), whose client-to-server
+/// traffic shares one [`SharedLink`]: a dumbbell with the bottleneck on the forward side. The
+/// simulations run in one virtual time, event by event in time order (ties go to the lower
+/// index), so the whole stays deterministic.
+pub struct Dumbbell {
+    /// The connections.
+    pub sims: Vec<Sim>,
+    /// The bottleneck they share.
+    pub link: Rc<RefCell<SharedLink>>,
+    /// Per connection, the length of the messages its client keeps queued (bulk sender).
+    bulk: Vec<usize>,
+    /// Virtual time: every event up to it has run.
+    pub now: u64,
+}
+
+impl Dumbbell {
+    /// A dumbbell without connections around `link`.
+    pub fn new(link: SharedLink) -> Self {
+        Dumbbell {
+            sims: Vec::new(),
+            link: Rc::new(RefCell::new(link)),
+            bulk: Vec::new(),
+            now: 0,
+        }
+    }
+
+    /// Adds a connection whose client connects now and then sends messages of `msg_len` bytes
+    /// for as long as the simulation runs; returns its index.
+    ///
+    /// The client-to-server links of `cfg` give each connection its own one-way delay after
+    /// the bottleneck (no jitter, duplication or corruption there); their rate and queue
+    /// limit are not used. The server-to-client links are used as they are.
+    pub fn add_bulk(&mut self, mut cfg: SimCfg, msg_len: usize) -> usize {
+        cfg.close_when_done = false;
+        self.sims
+            .push(Sim::new_shared(cfg, self.now, Rc::clone(&self.link)));
+        self.bulk.push(msg_len);
+        self.sims.len() - 1
+    }
+
+    /// Runs every event up to and including `until_ns`.
+    pub fn run_until(&mut self, until_ns: u64) {
+        loop {
+            let next = self
+                .sims
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| s.next_event_at().map(|at| (at, i)))
+                .min();
+            let Some((_, i)) = next.filter(|&(at, _)| at <= until_ns) else {
+                self.now = self.now.max(until_ns);
+                return;
+            };
+            let sim = &mut self.sims[i];
+            sim.step();
+            let len = self.bulk[i];
+            if sim.nodes[0].app_queue.len() < 2 {
+                for _ in 0..4 {
+                    sim.queue_message(0, vec![i as u8; len]);
+                }
+            }
+        }
+    }
+
+    /// Payload bytes delivered so far, per connection.
+    pub fn delivered(&self) -> Vec<u64> {
+        self.sims.iter().map(Sim::delivered_bytes).collect()
+    }
+}
+
+/// Jain's fairness index of `x`: 1 when all are equal, 1/n when one has everything.
+pub fn jain(x: &[f64]) -> f64 {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    if sq == 0.0 {
+        return 0.0;
+    }
+    sum * sum / (x.len() as f64 * sq)
 }
