@@ -66,6 +66,10 @@ void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr) { ge
 void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr) { genlmsg_cancel(skb, hdr); }
 void mrc_spin_lock_bh(spinlock_t *lock) { spin_lock_bh(lock); }
 void mrc_spin_unlock_bh(spinlock_t *lock) { spin_unlock_bh(lock); }
+void mrc_local_bh_disable(void) { local_bh_disable(); }
+void mrc_local_bh_enable(void) { local_bh_enable(); }
+struct sk_buff *mrc_skb_next(const struct sk_buff *skb) { return skb->next; }
+void mrc_skb_set_next(struct sk_buff *skb, struct sk_buff *next) { skb->next = next; }
 void mrc_lock_sock(struct sock *sk) { lock_sock(sk); }
 wait_queue_head_t *mrc_sk_sleep(struct sock *sk) { return sk_sleep(sk); }
 bool mrc_signal_pending(void) { return signal_pending(current); }

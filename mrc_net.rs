@@ -38,7 +38,8 @@ use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
-    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, UdpTunnel,
+    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain,
+    TxDest, UdpTunnel,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -84,7 +85,7 @@ struct Stats {
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
-    /// DATA packets received marked ECN "congestion experienced".
+    /// New DATA packets received marked ECN "congestion experienced".
     ecn_ce_packets: AtomicU64,
     /// ACKs received that echo a congestion mark.
     ecn_echoes: AtomicU64,
@@ -469,12 +470,19 @@ impl MrcNet {
         }
     }
 
-    /// The addresses of the endpoint table and their backup flags.
-    pub(crate) fn endpoint_addrs(&self) -> [Option<(IpAddr, bool)>; MAX_ENDPOINTS] {
+    /// The addresses of the endpoint table, their backup flags and the
+    /// interfaces they are pinned to (0: none).
+    pub(crate) fn endpoint_addrs(&self) -> [Option<(IpAddr, bool, u32)>; MAX_ENDPOINTS] {
         let t = self.endpoints.lock();
         let mut out = [None; MAX_ENDPOINTS];
         for (o, e) in out.iter_mut().zip(t.slots.iter()) {
-            *o = e.map(|e| (e.addr, e.flags & nl::MRC_ENDPOINT_FLAGS_BACKUP != 0));
+            *o = e.map(|e| {
+                (
+                    e.addr,
+                    e.flags & nl::MRC_ENDPOINT_FLAGS_BACKUP != 0,
+                    e.ifindex,
+                )
+            });
         }
         out
     }
@@ -504,7 +512,7 @@ impl MrcNet {
         self.stats.tx_retransmits.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a DATA packet that arrived marked congestion experienced.
+    /// Counts a new DATA packet that arrived marked congestion experienced.
     pub(crate) fn count_ecn_ce(&self) {
         self.stats.ecn_ce_packets.fetch_add(1, Ordering::Relaxed);
     }
@@ -548,32 +556,42 @@ impl MrcNet {
         cfg
     }
 
-    /// Sends one datagram, an MRC packet of type `kind`, on the tunnel of
-    /// the addresses' family.
-    pub(crate) fn send(
-        &self,
-        src: IpAddr,
-        sport: u16,
-        dst: IpAddr,
-        dport: u16,
-        pkt: &[u8],
-        kind: PacketType,
-    ) {
-        let Some(t) = self.tunnel(&dst) else {
-            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
-            return;
-        };
-        if t.send(src, sport, dst, dport, pkt).is_ok() {
-            if let Some(c) = self.stats.tx_by_type.get(kind.index()) {
-                c.fetch_add(1, Ordering::Relaxed);
+    /// Builds the datagram of the MRC packet `pkt` and queues it on `chain`
+    /// for [`Self::flush`]; `dest.tag` is the packet type's index. Callable
+    /// under a lock.
+    pub(crate) fn queue(&self, chain: &mut TxChain, dest: TxDest, pkt: &[u8]) {
+        match UdpTunnel::packet(pkt) {
+            Ok(skb) => chain.push(skb, dest),
+            Err(_) => {
+                self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
             }
-            self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .tx_bytes
-                .fetch_add(pkt.len() as u64, Ordering::Relaxed);
-        } else {
-            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Sends the packets of `chain`, in order, each on the tunnel of its
+    /// addresses' family.
+    pub(crate) fn flush(&self, mut chain: TxChain) {
+        if chain.is_empty() {
+            return;
+        }
+        mrc_sys::with_bh_disabled(|| {
+            while let Some((skb, d)) = chain.pop() {
+                let len = u64::from(skb.len());
+                let Some(t) = self.tunnel(&d.dst) else {
+                    self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+                    continue;
+                };
+                if t.xmit(skb, d.src, d.sport, d.dst, d.dport, d.oif).is_ok() {
+                    if let Some(c) = self.stats.tx_by_type.get(usize::from(d.tag)) {
+                        c.fetch_add(1, Ordering::Relaxed);
+                    }
+                    self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
+                    self.stats.tx_bytes.fetch_add(len, Ordering::Relaxed);
+                } else {
+                    self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
     }
 
     /// Returns the local address routing would use towards `dst`, and the

@@ -60,12 +60,65 @@ use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
 use super::mrc_cc::{Cc, CcKind, CongestionControl};
+use super::mrc_proto::{Endpoint, FAMILY_V4};
 
 /// Largest number of paths one table holds.
 pub const MAX_PATHS: usize = 256;
 
 /// Default scheduling weight; see [`PathTable::set_weight`].
 pub const WEIGHT_DEFAULT: u8 = 16;
+
+/// Whether two endpoints share a subnet: /24 for IPv4, /64 for IPv6.
+pub fn same_subnet(a: &Endpoint, b: &Endpoint) -> bool {
+    let n = if a.family == FAMILY_V4 { 3 } else { 8 };
+    a.family == b.family && a.addr.get(..n) == b.addr.get(..n)
+}
+
+/// Number of planes two ends with `locals` and `peers` endpoints have: as
+/// many as the end with more.
+pub fn plane_count(locals: usize, peers: usize) -> usize {
+    if locals == 0 || peers == 0 {
+        0
+    } else {
+        locals.max(peers)
+    }
+}
+
+/// The local and peer endpoint (indices into `locals` and `peers`) that
+/// plane `plane` joins, or `None` when their families differ.
+///
+/// Plane `p` takes local endpoint `p` and the peer's endpoint in the same
+/// subnet, else the peer's `p`-th. When the peer has more endpoints, the
+/// local ones serve again in turn (`p` modulo their number), each time with
+/// one of the peer's endpoints no earlier plane took: a host with two
+/// interfaces uses both towards a peer with one address, and that peer pairs
+/// its address with both of the host's. Ends that list their endpoints in
+/// plane order derive the same planes.
+pub fn plane_pair(locals: &[Endpoint], peers: &[Endpoint], plane: usize) -> Option<(usize, usize)> {
+    if plane >= plane_count(locals.len(), peers.len()) {
+        return None;
+    }
+    let li = plane % locals.len();
+    let local = locals.get(li)?;
+    let ri = if plane < locals.len() {
+        peers
+            .iter()
+            .position(|p| same_subnet(local, p))
+            .unwrap_or(plane % peers.len())
+    } else {
+        // A local endpoint serving again takes the peer's endpoints that the
+        // first round left over, in order.
+        let taken = |r: usize| {
+            (0..locals.len()).any(|q| plane_pair(locals, peers, q).is_some_and(|p| p.1 == r))
+        };
+        (0..peers.len())
+            .filter(|r| !taken(*r))
+            .nth(plane - locals.len())
+            .unwrap_or(plane % peers.len())
+    };
+    let remote = peers.get(ri)?;
+    (remote.family == local.family).then_some((li, ri))
+}
 
 /// Largest RTT sample taken into account; larger samples are clamped.
 const MAX_RTT_NS: u64 = u32::MAX as u64;

@@ -46,11 +46,11 @@ use kernel::prelude::*;
 use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
-use crate::mrc_path::{PathIds, PathState, StateReason, MAX_PATHS};
+use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
-    OptIn, OptOut, PathReq, SkBuff, Sock, SockRef, SpinLockBh,
+    OptIn, OptOut, PathReq, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -121,6 +121,19 @@ struct PathAddr {
     sport: u16,
     /// The peer's MRC UDP port.
     dport: u16,
+    /// Interface the path's packets leave by (its local endpoint's); 0
+    /// lets routing choose.
+    oif: u32,
+}
+
+/// The endpoints a connection offers in its handshake, in table order.
+#[derive(Clone, Copy)]
+struct Locals {
+    eps: [Option<Endpoint>; MAX_ENDPOINTS],
+    /// Interface each endpoint is pinned to, 0 for none.
+    oif: [u32; MAX_ENDPOINTS],
+    /// How many of `eps` are set (the first `n`).
+    n: usize,
 }
 
 /// A connection: the core and the bytes it refers to. About 135 KiB, so it
@@ -141,7 +154,7 @@ struct Session {
     peers: [Option<PeerRef>; MAX_PATHS],
     /// Local endpoints offered in the handshake (the namespace's endpoint
     /// table when the connection started).
-    local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+    locals: Locals,
     /// Entropy values per plane.
     ev_per_plane: u16,
     /// Path states last reported, by path index.
@@ -163,6 +176,8 @@ struct After {
     /// A connection created by this listener failed before it could be
     /// accepted: it no longer counts against the backlog.
     parent_lost: Option<SockRef>,
+    /// Packets to send once the lock is released.
+    tx: TxChain,
 }
 
 /// The state [`MrcSock::inner`] guards.
@@ -289,7 +304,7 @@ impl Session {
         net: &MrcNet,
         cfg: ConnConfig,
         path: PathAddr,
-        local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
+        locals: Locals,
         ev_per_plane: u16,
     ) -> Result<VBox<Session>> {
         let mut b = VBox::<Session>::new_uninit(GFP_KERNEL)?;
@@ -317,7 +332,7 @@ impl Session {
             for i in 0..MAX_PATHS {
                 pp.add(i).write(None);
             }
-            core::ptr::addr_of_mut!((*p).local_eps).write(local_eps);
+            core::ptr::addr_of_mut!((*p).locals).write(locals);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
             let ps = core::ptr::addr_of_mut!((*p).path_states).cast::<PathState>();
             for i in 0..MAX_PATHS {
@@ -417,31 +432,35 @@ impl Session {
         }
     }
 
-    /// Opens the paths of every plane: each local endpoint is matched with
-    /// the peer's endpoint in the same subnet (/24, /64), else with the one
-    /// at the same index, and gets `ev_per_plane` paths, each with its own
-    /// UDP source port (entropy value). Paths that exist are kept.
+    /// Opens the paths of every plane that [`plane_pair`] derives from the
+    /// two ends' endpoints; each plane gets `ev_per_plane` paths, each with
+    /// its own UDP source port (entropy value). Paths that exist are kept.
     fn open_planes(&mut self, net: &MrcNet, now: u64) {
-        let mut peer = [None; MAX_ENDPOINTS];
+        let blank = Endpoint::v4([0; 4], 0, false);
+        let mut peer = [blank; MAX_ENDPOINTS];
+        let mut nr = 0;
         for (slot, ep) in peer.iter_mut().zip(self.conn.peer_endpoints()) {
-            *slot = Some(ep);
+            *slot = ep;
+            nr += 1;
         }
+        let mut local = [blank; MAX_ENDPOINTS];
+        let mut nl = 0;
+        for (slot, ep) in local.iter_mut().zip(self.locals.eps.iter().flatten()) {
+            *slot = *ep;
+            nl += 1;
+        }
+        let locals = local.get(..nl).unwrap_or(&[]);
+        let peers = peer.get(..nr).unwrap_or(&[]);
         let ev = self.ev_per_plane.max(1);
-        let locals = self.local_eps;
-        for (plane, local) in locals.iter().enumerate() {
-            let Some(local) = local else {
+        for plane in 0..plane_count(nl, nr).min(MAX_ENDPOINTS) {
+            let Some((li, ri)) = plane_pair(locals, peers, plane) else {
                 continue;
             };
-            let same_family = |p: &&Endpoint| p.family == local.family;
-            let remote = peer
-                .iter()
-                .flatten()
-                .filter(same_family)
-                .find(|p| same_subnet(local, p))
-                .or_else(|| peer.get(plane).and_then(|p| p.as_ref()).filter(same_family));
-            let Some(remote) = remote.copied() else {
+            let (Some(local), Some(remote)) = (locals.get(li).copied(), peers.get(ri).copied())
+            else {
                 continue;
             };
+            let oif = self.locals.oif.get(li).copied().unwrap_or(0);
             for k in 0..ev {
                 let path_id = 1 + plane as u32 * u32::from(ev) + u32::from(k);
                 if self.conn.paths().find(path_id).is_some() {
@@ -454,10 +473,11 @@ impl Session {
                     entropy,
                 };
                 let addr = PathAddr {
-                    local: ep_ip(local),
+                    local: ep_ip(&local),
                     remote: ep_ip(&remote),
                     sport: entropy,
                     dport: remote.port,
+                    oif,
                 };
                 if self
                     .add_path(net, now, ids, addr, local.backup || remote.backup)
@@ -469,8 +489,8 @@ impl Session {
         }
     }
 
-    /// Sends what `poll_transmit` planned.
-    fn transmit(&mut self, net: &MrcNet, tx: &Transmit, now: u64) {
+    /// Builds what `poll_transmit` planned and queues it on `chain`.
+    fn transmit(&mut self, net: &MrcNet, chain: &mut TxChain, tx: &Transmit, now: u64) {
         let len = match tx.data {
             None => tx.len,
             Some(d) => {
@@ -495,7 +515,15 @@ impl Session {
         };
         let addr = self.paths.get(tx.path).copied().flatten();
         if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
-            net.send(p.local, p.sport, p.remote, p.dport, pkt, tx.kind);
+            let dest = TxDest {
+                src: p.local,
+                dst: p.remote,
+                sport: p.sport,
+                dport: p.dport,
+                oif: p.oif,
+                tag: tx.kind.index() as u8,
+            };
+            net.queue(chain, dest, pkt);
             if tx.kind == PacketType::Probe {
                 if let Some(Some(peer)) = self.peers.get(tx.path) {
                     peer.probed(now);
@@ -649,7 +677,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
             };
             busy = true;
             sent += 1;
-            s.transmit(net, &tx, now);
+            s.transmit(net, &mut after.tx, &tx, now);
         }
         if !busy || sent >= MAX_TX_PER_DRIVE {
             break;
@@ -685,6 +713,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
 
 /// Acts on what [`drive`] asked for, with `inner` unlocked.
 fn finish(sk: &Sock, after: After) {
+    sk.mrc_net().flush(after.tx);
     if after.state {
         sk.state_change();
     }
@@ -746,9 +775,6 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
                     Body::Data(d) => d.len() as u32,
                     _ => 0,
                 };
-                if ce && matches!(pkt.body, Body::Data(_)) {
-                    net.count_ecn_ce();
-                }
                 if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
                     net.count_ecn_echo();
                 }
@@ -758,6 +784,11 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         };
         match res {
             Input::Store { seq } => {
+                // Counted here, like the connection's `ce_received`, so a
+                // duplicate of a marked packet is not counted twice.
+                if ce {
+                    net.count_ecn_ce();
+                }
                 // Keep only the payload.
                 if skb.pull_front(total - payload_len) {
                     skb.clean();
@@ -851,6 +882,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
         remote: addrs.src,
         sport: mrc_sys::param_port(),
         dport: addrs.sport,
+        oif: 0,
     };
     // The reply goes back the way the SYN came: size datagrams for that route.
     let mtu = net.source_for(addrs.src).map_or(0, |(_, m)| m);
@@ -861,10 +893,10 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
     );
     let opts = listener.state().inner.lock().opts;
     opts.apply(&mut cfg);
-    let (eps, n) = local_endpoints(net, addrs.dst);
-    let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
+    let locals = local_endpoints(net, addrs.dst);
+    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane())?;
     let now = mrc_sys::now_ns();
-    let offered = eps.get(..n).unwrap_or(&[]);
+    let offered = locals.eps.get(..locals.n).unwrap_or(&[]);
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
     for (d, e) in list.iter_mut().zip(offered.iter().flatten()) {
         *d = *e;
@@ -874,7 +906,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
             now,
             &pkt,
             mrc_sys::random_u64(),
-            list.get(..n).unwrap_or(&[]),
+            list.get(..locals.n).unwrap_or(&[]),
         )
         .map_err(|e| Error::from_errno(-e.errno()))?;
     sess.open_planes(net, now);
@@ -956,36 +988,30 @@ fn ep_ip(ep: &Endpoint) -> IpAddr {
     }
 }
 
-/// Whether two endpoints share a /24 (IPv4) or /64 (IPv6).
-fn same_subnet(a: &Endpoint, b: &Endpoint) -> bool {
-    let n = if a.family == mrc_proto::FAMILY_V4 {
-        3
-    } else {
-        8
-    };
-    a.family == b.family && a.addr.get(..n) == b.addr.get(..n)
-}
-
 /// The endpoints a new connection offers: the namespace's endpoint table
-/// (entries of `first`'s family), else `first` alone; and how many.
-fn local_endpoints(net: &MrcNet, first: IpAddr) -> ([Option<Endpoint>; MAX_ENDPOINTS], usize) {
+/// (entries of `first`'s family), else `first` alone.
+fn local_endpoints(net: &MrcNet, first: IpAddr) -> Locals {
     let port = mrc_sys::param_port();
-    let mut out = [None; MAX_ENDPOINTS];
-    let mut n = 0;
-    for (ip, backup) in net.endpoint_addrs().iter().flatten() {
+    let mut l = Locals {
+        eps: [None; MAX_ENDPOINTS],
+        oif: [0; MAX_ENDPOINTS],
+        n: 0,
+    };
+    for (ip, backup, ifindex) in net.endpoint_addrs().iter().flatten() {
         if core::mem::discriminant(ip) != core::mem::discriminant(&first) {
             continue;
         }
-        if let Some(slot) = out.get_mut(n) {
+        if let (Some(slot), Some(oif)) = (l.eps.get_mut(l.n), l.oif.get_mut(l.n)) {
             *slot = Some(endpoint(*ip, port, *backup));
-            n += 1;
+            *oif = *ifindex;
+            l.n += 1;
         }
     }
-    if n == 0 {
-        out[0] = Some(endpoint(first, port, false));
-        n = 1;
+    if l.n == 0 {
+        l.eps[0] = Some(endpoint(first, port, false));
+        l.n = 1;
     }
-    (out, n)
+    l
 }
 
 /// The handshake endpoint of a local address.
@@ -1130,6 +1156,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         remote: addr.ip,
         sport: mrc_sys::param_port(),
         dport: mrc_sys::param_port(),
+        oif: 0,
     };
     let mut cfg = net.conn_config(
         sk.rcvbuf().max(MIN_BUF),
@@ -1137,10 +1164,11 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         dgram_for(mtu),
     );
     sk.state().inner.lock().opts.apply(&mut cfg);
-    let (eps, n) = local_endpoints(net, src);
-    let mut sess = Session::new(net, cfg, path, eps, net.ev_per_plane())?;
+    let locals = local_endpoints(net, src);
+    let n = locals.n;
+    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane())?;
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
-    for (d, e) in list.iter_mut().zip(eps.iter().flatten()) {
+    for (d, e) in list.iter_mut().zip(locals.eps.iter().flatten()) {
         *d = *e;
     }
     sess.conn.set_ports(port, addr.port);
@@ -1827,6 +1855,7 @@ fn path_add(sk: &Sock, req: &PathReq) -> Result<u32> {
             remote: req.remote,
             sport,
             dport,
+            oif: 0,
         };
         if s.paths.iter().flatten().any(|p| *p == addr) {
             return Err(EEXIST);

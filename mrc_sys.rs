@@ -462,6 +462,108 @@ impl Drop for SkBuff {
     }
 }
 
+/// Where a queued packet goes, and a tag the queue's owner gave it.
+#[derive(Clone, Copy)]
+pub(crate) struct TxDest {
+    /// Source address; unspecified lets routing choose.
+    pub(crate) src: IpAddr,
+    /// Destination address.
+    pub(crate) dst: IpAddr,
+    /// UDP source port.
+    pub(crate) sport: u16,
+    /// UDP destination port.
+    pub(crate) dport: u16,
+    /// Output interface the path is pinned to; 0 lets routing choose.
+    pub(crate) oif: u32,
+    /// Free for the owner (the packet type, for counters).
+    pub(crate) tag: u8,
+}
+
+// `skb->cb` is 48 bytes, aligned to 8; a queued packet keeps its
+// destination there.
+const _: () = assert!(core::mem::size_of::<TxDest>() <= 48 && core::mem::align_of::<TxDest>() <= 8);
+
+/// Packets built while a connection's lock is held, to be sent in order
+/// once it is released, so that the lock is never held across the IP output
+/// path. The chain runs through `skb->next` and each packet's destination is
+/// in its control buffer, so queueing allocates nothing; packets still
+/// queued when the chain is dropped are freed.
+///
+/// # Invariants
+///
+/// `head` is null or the first of a chain of owned skbs linked by
+/// `skb->next`, each holding a [`TxDest`] in its control buffer; `tail` is
+/// the last of them.
+#[derive(Default)]
+pub(crate) struct TxChain {
+    head: *mut bindings::sk_buff,
+    tail: *mut bindings::sk_buff,
+}
+
+// SAFETY: the chain owns its packets; skbs may be sent and freed from any
+// context.
+unsafe impl Send for TxChain {}
+
+impl TxChain {
+    /// Queues `skb` for `dest`.
+    pub(crate) fn push(&mut self, skb: SkBuff, dest: TxDest) {
+        let p = skb.into_raw();
+        // SAFETY: we own `p`; its control buffer is ours until it is sent and
+        // large and aligned enough for a `TxDest` (checked above); a packet
+        // on no list may use `next`.
+        unsafe {
+            ptr::write(ptr::addr_of_mut!((*p).cb).cast::<TxDest>(), dest);
+            bindings::mrc_skb_set_next(p, ptr::null_mut());
+        }
+        if self.tail.is_null() {
+            self.head = p;
+        } else {
+            // SAFETY: `tail` is the last packet of the chain (type invariant).
+            unsafe { bindings::mrc_skb_set_next(self.tail, p) };
+        }
+        self.tail = p;
+    }
+
+    /// Whether nothing is queued.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// Takes the first packet of the chain and its destination.
+    pub(crate) fn pop(&mut self) -> Option<(SkBuff, TxDest)> {
+        let p = NonNull::new(self.head)?;
+        // SAFETY: `head` is an owned packet of the chain holding a `TxDest`
+        // (type invariant); it leaves the chain with `next` cleared.
+        let dest = unsafe {
+            self.head = bindings::mrc_skb_next(p.as_ptr());
+            bindings::mrc_skb_set_next(p.as_ptr(), ptr::null_mut());
+            ptr::read(ptr::addr_of!((*p.as_ptr()).cb).cast::<TxDest>())
+        };
+        if self.head.is_null() {
+            self.tail = ptr::null_mut();
+        }
+        Some((SkBuff(p), dest))
+    }
+}
+
+impl Drop for TxChain {
+    fn drop(&mut self) {
+        while self.pop().is_some() {}
+    }
+}
+
+/// Runs `f` with bottom halves disabled, so that the packets it sends are
+/// received, on a local link, in one softirq pass after it returns rather
+/// than one by one in between.
+pub(crate) fn with_bh_disabled<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: paired with the enable below; `f` cannot unwind in the kernel.
+    unsafe { bindings::mrc_local_bh_disable() };
+    let r = f();
+    // SAFETY: paired with the disable above.
+    unsafe { bindings::mrc_local_bh_enable() };
+    r
+}
+
 // --- UDP tunnel socket ------------------------------------------------------------
 
 /// Receiver of the datagrams of a [`UdpTunnel`], called in softirq context.
@@ -575,6 +677,12 @@ impl UdpTunnel {
         dport: u16,
         payload: &[u8],
     ) -> Result {
+        self.xmit(Self::packet(payload)?, src, sport, dst, dport, 0)
+    }
+
+    /// Builds the datagram that carries `payload`, with room in front for
+    /// the UDP, IP and link headers. Callable in atomic context.
+    pub(crate) fn packet(payload: &[u8]) -> Result<SkBuff> {
         let len = u32::try_from(payload.len()).map_err(|_| err::message_too_long())?;
         let headroom: u32 = bindings::MRC_TX_HEADROOM;
         // SAFETY: `__alloc_skb` may be called in atomic context with GFP_ATOMIC.
@@ -592,6 +700,24 @@ impl UdpTunnel {
             bindings::mrc_skb_reserve(skb.0.as_ptr(), headroom as c_int);
             bindings::mrc_skb_put_data(skb.0.as_ptr(), payload.as_ptr().cast(), len);
         }
+        Ok(skb)
+    }
+
+    /// Sends `skb`, built by [`Self::packet`], from `src:sport` to
+    /// `dst:dport` out of interface `oif`; `src` may be unspecified and
+    /// `oif` 0 to let routing choose.
+    pub(crate) fn xmit(
+        &self,
+        skb: SkBuff,
+        src: IpAddr,
+        sport: u16,
+        dst: IpAddr,
+        dport: u16,
+        oif: u32,
+    ) -> Result {
+        let mut skb = skb;
+        // The IP layer expects a clear control buffer (`IPCB`, `IP6CB`).
+        skb.cb_mut().fill(0);
         // SAFETY: `self.0` is a live socket (type invariant).
         let sk = unsafe { (*self.0.as_ptr()).sk };
         // SAFETY: a socket's namespace outlives it.
@@ -603,6 +729,7 @@ impl UdpTunnel {
                 fl.saddr = u32::from_ne_bytes(s);
                 fl.daddr = u32::from_ne_bytes(d);
                 fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                fl.__fl_common.flowic_oif = oif as c_int;
                 fl.uli.ports.sport = sport.to_be();
                 fl.uli.ports.dport = dport.to_be();
                 // SAFETY: `net`, `fl` and `sk` are valid for the call.
@@ -637,6 +764,7 @@ impl UdpTunnel {
                 fl.saddr.in6_u.u6_addr8 = s;
                 fl.daddr.in6_u.u6_addr8 = d;
                 fl.__fl_common.flowic_proto = IPPROTO_UDP;
+                fl.__fl_common.flowic_oif = oif as c_int;
                 fl.uli.ports.sport = sport.to_be();
                 fl.uli.ports.dport = dport.to_be();
                 // SAFETY: `ipv6_stub` is set once IPv6 is up, which it is since

@@ -84,6 +84,10 @@ void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr);
 
 void mrc_spin_lock_bh(spinlock_t *lock);
 void mrc_spin_unlock_bh(spinlock_t *lock);
+void mrc_local_bh_disable(void);
+void mrc_local_bh_enable(void);
+struct sk_buff *mrc_skb_next(const struct sk_buff *skb);
+void mrc_skb_set_next(struct sk_buff *skb, struct sk_buff *next);
 void mrc_lock_sock(struct sock *sk);
 wait_queue_head_t *mrc_sk_sleep(struct sock *sk);
 bool mrc_signal_pending(void);

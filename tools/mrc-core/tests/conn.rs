@@ -108,6 +108,16 @@ fn drain(c: &mut Conn, now: u64) -> Vec<Vec<u8>> {
     drain_tx(c, now).into_iter().map(|(_, b)| b).collect()
 }
 
+/// Queues `n` messages of 100 bytes on `c` and returns the `n` packets it sends at `now`.
+fn send_small(c: &mut Conn, n: usize, now: u64) -> Vec<Vec<u8>> {
+    for _ in 0..n {
+        c.send_message(100).unwrap();
+    }
+    let data = drain(c, now);
+    assert_eq!(data.len(), n, "one packet per message");
+    data
+}
+
 fn kind(bytes: &[u8]) -> PacketType {
     decode(bytes).unwrap().header.packet_type().unwrap()
 }
@@ -580,11 +590,7 @@ fn message_is_segmented_and_reassembled() {
 #[test]
 fn delayed_ack_every_second_packet() {
     let (mut client, mut server) = established();
-    for _ in 0..4 {
-        client.send_message(100).unwrap();
-    }
-    let data = drain(&mut client, MS);
-    assert_eq!(data.len(), 4);
+    let data = send_small(&mut client, 4, MS);
     feed(&mut server, MS, &data[0]);
     assert!(
         drain(&mut server, MS).is_empty(),
@@ -608,11 +614,7 @@ fn delayed_ack_every_second_packet() {
 #[test]
 fn ce_mark_is_echoed_at_once_on_its_path() {
     let (mut client, mut server) = established();
-    for _ in 0..3 {
-        client.send_message(100).unwrap();
-    }
-    let data = drain(&mut client, MS);
-    assert_eq!(data.len(), 3);
+    let data = send_small(&mut client, 3, MS);
     // An unmarked first packet waits for the delayed ACK; a marked one is acknowledged at
     // once, with ECE, on the path it came by.
     feed(&mut server, MS, &data[0]);
@@ -726,10 +728,7 @@ fn ece_cuts_only_the_marked_path() {
 #[test]
 fn out_of_order_and_duplicate_are_acked_at_once_with_sack() {
     let (mut client, mut server) = established();
-    for _ in 0..5 {
-        client.send_message(100).unwrap();
-    }
-    let data = drain(&mut client, MS);
+    let data = send_small(&mut client, 5, MS);
     // Packets 0, 2 and 4 arrive; 1 and 3 are lost.
     feed(&mut server, MS, &data[0]);
     assert!(drain(&mut server, MS).is_empty());
@@ -810,12 +809,8 @@ fn sack_of_unsent_data_is_ignored_and_ack_beyond_snd_nxt_invalid() {
 #[test]
 fn rack_declares_loss_after_reorder_window_and_retransmits() {
     let (mut client, mut server) = established();
-    for _ in 0..4 {
-        client.send_message(100).unwrap();
-    }
     let t0 = MS;
-    let data = drain(&mut client, t0);
-    assert_eq!(data.len(), 4);
+    let data = send_small(&mut client, 4, t0);
     // Packet 0 is delayed; 1..3 arrive and are acknowledged 30 us later (the handshake
     // measured a 20 us RTT; the reorder window is 50 us).
     let t1 = t0 + 30 * US;
@@ -853,10 +848,7 @@ fn rack_declares_loss_after_reorder_window_and_retransmits() {
 #[test]
 fn late_original_cancels_retransmission() {
     let (mut client, mut server) = established();
-    for _ in 0..3 {
-        client.send_message(100).unwrap();
-    }
-    let data = drain(&mut client, MS);
+    let data = send_small(&mut client, 3, MS);
     feed(&mut server, MS, &data[1]);
     feed(&mut server, MS, &data[2]);
     let acks = drain(&mut server, MS);

@@ -863,3 +863,73 @@ fn busy_heartbeat_changes_take_effect_at_once() {
     t.set_heartbeat_busy_ns(0);
     assert_eq!(t.config().heartbeat_busy_ns, 1);
 }
+
+// --- Planes -------------------------------------------------------------------------------
+
+mod planes {
+    use mrc_core::mrc_path::{plane_count, plane_pair};
+    use mrc_core::mrc_proto::Endpoint;
+
+    fn v4(a: u8, b: u8, c: u8, d: u8) -> Endpoint {
+        Endpoint::v4([a, b, c, d], 9000, false)
+    }
+
+    fn pairs(l: &[Endpoint], r: &[Endpoint]) -> Vec<Option<(usize, usize)>> {
+        (0..plane_count(l.len(), r.len()))
+            .map(|p| plane_pair(l, r, p))
+            .collect()
+    }
+
+    #[test]
+    fn equal_lists_pair_by_subnet() {
+        let a = [v4(10, 0, 1, 1), v4(10, 0, 2, 1), v4(10, 0, 3, 1)];
+        // The peer lists its planes in another order: the subnet decides.
+        let b = [v4(10, 0, 3, 2), v4(10, 0, 1, 2), v4(10, 0, 2, 2)];
+        assert_eq!(
+            pairs(&a, &b),
+            vec![Some((0, 1)), Some((1, 2)), Some((2, 0))]
+        );
+    }
+
+    #[test]
+    fn unmatched_subnets_pair_by_index() {
+        let a = [v4(10, 0, 1, 1), v4(10, 0, 2, 1)];
+        let b = [v4(10, 9, 1, 2), v4(10, 9, 2, 2)];
+        assert_eq!(pairs(&a, &b), vec![Some((0, 0)), Some((1, 1))]);
+    }
+
+    #[test]
+    fn two_interfaces_to_one_address_use_both() {
+        // The client of simult_flows: two interfaces, a server behind a router.
+        let client = [v4(10, 0, 1, 1), v4(10, 0, 2, 1)];
+        let server = [v4(10, 0, 3, 3)];
+        assert_eq!(pairs(&client, &server), vec![Some((0, 0)), Some((1, 0))]);
+        // The server derives the same two planes, its address serving twice.
+        assert_eq!(pairs(&server, &client), vec![Some((0, 0)), Some((0, 1))]);
+    }
+
+    #[test]
+    fn reused_endpoint_does_not_repeat_its_subnet_match() {
+        // Plane 1 reuses local 0; its subnet peer is plane 0's, so it takes peer 1.
+        let a = [v4(10, 0, 1, 1)];
+        let b = [v4(10, 0, 1, 2), v4(10, 0, 2, 2)];
+        assert_eq!(pairs(&a, &b), vec![Some((0, 0)), Some((0, 1))]);
+        // Also when the subnet match is not the peer's first endpoint.
+        let c = [v4(10, 0, 2, 2), v4(10, 0, 3, 2), v4(10, 0, 1, 2)];
+        assert_eq!(
+            pairs(&a, &c),
+            vec![Some((0, 2)), Some((0, 0)), Some((0, 1))]
+        );
+    }
+
+    #[test]
+    fn families_must_match_and_empty_lists_have_no_planes() {
+        let a = [v4(10, 0, 1, 1)];
+        let b = [Endpoint::v6([0xfd; 16], 9000, false)];
+        assert_eq!(pairs(&a, &b), vec![None]);
+        assert_eq!(plane_count(0, 3), 0);
+        assert_eq!(plane_count(3, 0), 0);
+        assert_eq!(plane_pair(&a, &[], 0), None);
+        assert_eq!(plane_pair(&a, &a, 1), None);
+    }
+}
