@@ -159,6 +159,11 @@ struct Session {
     ev_per_plane: u16,
     /// Path states last reported, by path index.
     path_states: [PathState; MAX_PATHS],
+    /// Path id announced (`path-added`) at each path index, until its
+    /// `path-removed`.
+    announced: [Option<u32>; MAX_PATHS],
+    /// A path was added or removed since the last announcement.
+    paths_changed: bool,
     txbuf: [u8; MAX_DGRAM as usize],
 }
 
@@ -334,6 +339,11 @@ impl Session {
             }
             core::ptr::addr_of_mut!((*p).locals).write(locals);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
+            let an = core::ptr::addr_of_mut!((*p).announced).cast::<Option<u32>>();
+            for i in 0..MAX_PATHS {
+                an.add(i).write(None);
+            }
+            core::ptr::addr_of_mut!((*p).paths_changed).write(false);
             let ps = core::ptr::addr_of_mut!((*p).path_states).cast::<PathState>();
             for i in 0..MAX_PATHS {
                 ps.add(i).write(PathState::Active);
@@ -360,6 +370,7 @@ impl Session {
         };
         *slot = Some(addr);
         *peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
+        self.paths_changed = true;
         Ok(())
     }
 
@@ -391,6 +402,7 @@ impl Session {
         if let Some(slot) = self.paths.get_mut(idx) {
             *slot = None;
         }
+        self.paths_changed = true;
         if let Some(st) = self.path_states.get_mut(idx) {
             *st = PathState::Active;
         }
@@ -532,8 +544,52 @@ impl Session {
         }
     }
 
+    /// Sends a netlink event for every path added or removed since the
+    /// last call.
+    fn announce_paths(&mut self, sk: &Sock, now: u64) {
+        if !core::mem::take(&mut self.paths_changed) {
+            return;
+        }
+        let sid = self.conn.session_id();
+        for i in 0..MAX_PATHS {
+            let path = self.conn.paths().get(i);
+            let now_id = path.map(|p| p.ids().path_id);
+            let Some(announced) = self.announced.get_mut(i) else {
+                break;
+            };
+            if *announced == now_id {
+                continue;
+            }
+            if let Some(old) = core::mem::replace(announced, now_id) {
+                sk.notify(nl::MRC_CMD_PATH_REMOVED, |m| {
+                    m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
+                    m.put_uint(nl::MRC_A_EVENT_COOKIE, sk.cookie())?;
+                    m.put_u32(nl::MRC_A_EVENT_PATH_ID, old)?;
+                    m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, now)
+                });
+            }
+            let (Some(p), Some(Some(a))) = (path, self.paths.get(i)) else {
+                continue;
+            };
+            let ids = p.ids();
+            sk.notify(nl::MRC_CMD_PATH_ADDED, |m| {
+                m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
+                m.put_uint(nl::MRC_A_EVENT_COOKIE, sk.cookie())?;
+                m.put_u32(nl::MRC_A_EVENT_PATH_ID, ids.path_id)?;
+                m.put_u32(nl::MRC_A_EVENT_PLANE, u32::from(ids.plane))?;
+                m.put_ip(nl::MRC_A_EVENT_LOCAL_ADDR, &a.local)?;
+                m.put_ip(nl::MRC_A_EVENT_PATH_REMOTE_ADDR, &a.remote)?;
+                m.put_u16(nl::MRC_A_EVENT_PATH_SPORT, a.sport)?;
+                m.put_u16(nl::MRC_A_EVENT_REMOTE_PORT, a.dport)?;
+                m.put_u32(nl::MRC_A_EVENT_IFINDEX, a.oif)?;
+                m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, now)
+            });
+        }
+    }
+
     /// Sends a netlink event for every path whose state changed.
     fn report_paths(&mut self, sk: &Sock, now: u64) {
+        self.announce_paths(sk, now);
         let sid = self.conn.session_id();
         for (i, p) in self.conn.paths().iter() {
             let Some(last) = self.path_states.get_mut(i) else {

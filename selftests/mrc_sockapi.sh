@@ -8,7 +8,8 @@
 # shutdown in both directions (EOF, POLLRDHUP, EPIPE), ECONNRESET from a
 # SO_LINGER 0 close, SO_RCVTIMEO, EINTR, SO_SNDBUF, MSG_WAITALL. IPv4 and
 # IPv6. The SOL_MRC options (MRC_HEARTBEAT_MS, MRC_CC, MRC_PATH_ADD,
-# MRC_PATH_DEL) and their errors. A lingering close (SO_LINGER on,
+# MRC_PATH_DEL) and their errors, and the path_added/path_removed events
+# mrc-status monitor shows for them. A lingering close (SO_LINGER on,
 # non-zero timeout) waits for the peer's acknowledgement of every message
 # and the FIN.
 
@@ -36,15 +37,50 @@ for fam in 4 6; do
 	# SOL_MRC options: round trips, errors, inheritance by accepted
 	# sockets, and a connection whose original paths are all replaced by
 	# an added one.
+	# mrc-status monitor in B records the path events meanwhile; an
+	# endpoint added and removed shows when it is subscribed.
 	out=$(mktemp)
+	ev=$(mktemp)
+	ip netns exec "$B" "$MRC_STATUS" --json monitor >"$ev" 2>&1 &
+	mpid=$!
+	ip netns exec "$B" "$MRC_STATUS" endpoint add "$cli"
+	mrc_wait_for 30 grep -q endpoint_added "$ev"
+	ip netns exec "$B" "$MRC_STATUS" endpoint del "$cli"
 	ip netns exec "$A" $MRC_UTIL sockopt-server "$srv" 5002 >"$out" 2>&1 &
 	pid=$!
 	mrc_wait_for 30 grep -q listening "$out"
-	ip netns exec "$B" $MRC_UTIL sockopt-client "$srv" 5002 --local "$cli" | sed 's/^/  /'
-	mrc_check "SOL_MRC socket options over IPv$fam" 0 "${PIPESTATUS[0]}"
+	ip netns exec "$B" $MRC_UTIL sockopt-client "$srv" 5002 --local "$cli" >"$out.cli"
+	mrc_check "SOL_MRC socket options over IPv$fam" 0 $?
+	sed 's/^/  /' "$out.cli"
 	wait $pid
 	mrc_check "IPv$fam sockopt server done" 0 $?
-	rm -f "$out"
+	# The client added 258 paths (ids from 2^24 on) and removed all but
+	# one of them, and removed its original paths (printed by the client).
+	sleep 1
+	kill $mpid
+	orig=$(sed -n 's/.*deleted the original paths \[\(.*\)\]/\1/p' "$out.cli" | tr -d ' ')
+	got=$($MRC_PY - "$ev" <<'PY'
+import json, sys
+added, removed, lost = [], [], 0
+for line in open(sys.argv[1]):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        lost += "events were lost" in line
+        continue
+    if e.get("event") == "path_added":
+        added.append(e["path_id"])
+    elif e.get("event") == "path_removed":
+        removed.append(e["path_id"])
+user = 1 << 24
+print(f"added={sum(i >= user for i in added)} removed={sum(i >= user for i in removed)} "
+      f"orig={','.join(str(i) for i in sorted(set(i for i in removed if i < user) & set(added)))} lost={lost}")
+PY
+)
+	echo "# IPv$fam path events: $got"
+	mrc_check "IPv$fam monitor: path_added and path_removed of every path added and removed" \
+		"added=258 removed=257 orig=$orig lost=0" "$got"
+	rm -f "$out" "$out.cli" "$ev"
 done
 
 # SO_LINGER: close() returns once the peer has acknowledged every message

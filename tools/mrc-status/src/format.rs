@@ -420,6 +420,44 @@ pub fn event(e: &Event) -> String {
             *timestamp_ns,
             format!("endpoint removed: {}", endpoint_line(ep)),
         ),
+        Event::PathAdded {
+            timestamp_ns,
+            session_id,
+            path_id,
+            plane,
+            local_addr,
+            remote_addr,
+            local_port,
+            remote_port,
+            ifindex,
+            ifname,
+            ..
+        } => (
+            *timestamp_ns,
+            format!(
+                "path {} of {} added: plane {}, {} <-> {} dev {}",
+                opt(*path_id, |v| v.to_string()),
+                sid(session_id),
+                opt(*plane, |v| v.to_string()),
+                endpoint(*local_addr, *local_port),
+                endpoint(*remote_addr, *remote_port),
+                // 0: no interface chosen, routing picks one per packet.
+                dev(ifindex.filter(|i| *i != 0), ifname)
+            ),
+        ),
+        Event::PathRemoved {
+            timestamp_ns,
+            session_id,
+            path_id,
+            ..
+        } => (
+            *timestamp_ns,
+            format!(
+                "path {} of {} removed",
+                opt(*path_id, |v| v.to_string()),
+                sid(session_id)
+            ),
+        ),
         Event::Unknown { timestamp_ns, cmd } => {
             (*timestamp_ns, format!("unknown notification {cmd}"))
         }
@@ -890,6 +928,112 @@ dropped: 16 packets
         let e = Event::parse(200, &[], 0).unwrap();
         assert_eq!(serde_json::to_value(&e).unwrap()["event"], "unknown");
         let _ = spec::FAMILY_NAME;
+    }
+
+    #[test]
+    fn path_events_as_lines_and_json() {
+        use crate::spec::{cmd, event as ev};
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 0xabc)
+            .uint(ev::COOKIE, 4242)
+            .u32(ev::PATH_ID, 5)
+            .u32(ev::PLANE, 1)
+            .addr(ev::LOCAL_ADDR, "10.0.1.1".parse().unwrap())
+            .addr(ev::PATH_REMOTE_ADDR, "10.0.1.2".parse().unwrap())
+            .u16(ev::PATH_SPORT, 49157)
+            .u16(ev::REMOTE_PORT, 5001)
+            .u32(ev::IFINDEX, 3)
+            .uint(ev::TIMESTAMP_NS, 1_234_567_890_123)
+            .finish();
+        let mut e = Event::parse(cmd::PATH_ADDED, &buf, 0).unwrap();
+        assert_eq!(
+            e,
+            Event::PathAdded {
+                timestamp_ns: 1_234_567_890_123,
+                session_id: Some(crate::model::SessionId(0xabc)),
+                cookie: Some(4242),
+                path_id: Some(5),
+                plane: Some(1),
+                local_addr: Some("10.0.1.1".parse().unwrap()),
+                remote_addr: Some("10.0.1.2".parse().unwrap()),
+                local_port: Some(49157),
+                remote_port: Some(5001),
+                ifindex: Some(3),
+                ifname: None,
+            }
+        );
+        assert_eq!(
+            event(&e),
+            "[ 1234.567890] path 5 of 0000000000000abc added: plane 1, \
+             10.0.1.1:49157 <-> 10.0.1.2:5001 dev if3"
+        );
+        let (index, name) = e.interface_mut().unwrap();
+        assert_eq!(index, Some(3));
+        *name = Some("eth1".into());
+        assert_eq!(
+            event(&e),
+            "[ 1234.567890] path 5 of 0000000000000abc added: plane 1, \
+             10.0.1.1:49157 <-> 10.0.1.2:5001 dev eth1"
+        );
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"event": "path_added", "timestamp_ns": 1_234_567_890_123u64,
+                               "session_id": "0000000000000abc", "cookie": 4242,
+                               "path_id": 5, "plane": 1, "local_addr": "10.0.1.1",
+                               "remote_addr": "10.0.1.2", "local_port": 49157,
+                               "remote_port": 5001, "ifindex": 3, "ifname": "eth1"})
+        );
+
+        // An IPv6 path that routing places (ifindex 0), without a kernel stamp.
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 1)
+            .uint(ev::COOKIE, 9)
+            .u32(ev::PATH_ID, 0)
+            .u32(ev::PLANE, 0)
+            .addr(ev::LOCAL_ADDR, "fd00::1".parse().unwrap())
+            .addr(ev::PATH_REMOTE_ADDR, "fd00::2".parse().unwrap())
+            .u16(ev::PATH_SPORT, 49152)
+            .u16(ev::REMOTE_PORT, 5001)
+            .u32(ev::IFINDEX, 0)
+            .finish();
+        let e = Event::parse(cmd::PATH_ADDED, &buf, 3_000_000).unwrap();
+        assert_eq!(
+            event(&e),
+            "[    0.003000] path 0 of 0000000000000001 added: plane 0, \
+             [fd00::1]:49152 <-> [fd00::2]:5001 dev -"
+        );
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["timestamp_ns"], 3_000_000);
+        assert_eq!(v["ifindex"], 0);
+        assert_eq!(v["ifname"], serde_json::Value::Null);
+
+        let buf = AttrWriter::new()
+            .uint(ev::SESSION_ID, 0xabc)
+            .uint(ev::COOKIE, 4242)
+            .u32(ev::PATH_ID, 5)
+            .uint(ev::TIMESTAMP_NS, 1_234_567_890_123)
+            .finish();
+        let mut e = Event::parse(cmd::PATH_REMOVED, &buf, 0).unwrap();
+        assert_eq!(
+            e,
+            Event::PathRemoved {
+                timestamp_ns: 1_234_567_890_123,
+                session_id: Some(crate::model::SessionId(0xabc)),
+                cookie: Some(4242),
+                path_id: Some(5),
+            }
+        );
+        assert!(e.interface_mut().is_none());
+        assert_eq!(
+            event(&e),
+            "[ 1234.567890] path 5 of 0000000000000abc removed"
+        );
+        assert_eq!(
+            serde_json::to_value(&e).unwrap(),
+            serde_json::json!({"event": "path_removed", "timestamp_ns": 1_234_567_890_123u64,
+                               "session_id": "0000000000000abc", "cookie": 4242,
+                               "path_id": 5})
+        );
     }
 
     #[test]

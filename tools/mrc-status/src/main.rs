@@ -448,8 +448,8 @@ fn monitor(c: &Client, json: bool) -> Result<(), Failure> {
         let now = monotonic_ns();
         for m in batch {
             let mut e = Event::parse(m.cmd, &m.attrs, now).map_err(Error::from)?;
-            if let Some(ep) = e.endpoint_mut() {
-                ep.ifname = ep.ifindex.and_then(ifname);
+            if let Some((index, name)) = e.interface_mut() {
+                *name = index.and_then(ifname);
             }
             if json {
                 print_json(&e)?;

@@ -419,6 +419,28 @@ pub enum Event {
         #[serde(flatten)]
         endpoint: Endpoint,
     },
+    PathAdded {
+        timestamp_ns: u64,
+        session_id: Option<SessionId>,
+        cookie: Option<u64>,
+        path_id: Option<u32>,
+        plane: Option<u32>,
+        local_addr: Option<IpAddr>,
+        remote_addr: Option<IpAddr>,
+        /// UDP source port of the path (its entropy value).
+        local_port: Option<u16>,
+        remote_port: Option<u16>,
+        /// Interface the path leaves by; 0 when routing chooses.
+        ifindex: Option<u32>,
+        /// Interface name of `ifindex`, looked up on this host.
+        ifname: Option<String>,
+    },
+    PathRemoved {
+        timestamp_ns: u64,
+        session_id: Option<SessionId>,
+        cookie: Option<u64>,
+        path_id: Option<u32>,
+    },
     /// A notification this build does not know (a newer kernel).
     Unknown { timestamp_ns: u64, cmd: u8 },
 }
@@ -476,6 +498,25 @@ impl Event {
                 timestamp_ns: now_ns,
                 endpoint: Endpoint::parse(&a)?,
             },
+            c::PATH_ADDED => Event::PathAdded {
+                timestamp_ns: ts()?,
+                session_id: sid()?,
+                cookie: a.uint(event::COOKIE)?,
+                path_id: a.u32(event::PATH_ID)?,
+                plane: a.u32(event::PLANE)?,
+                local_addr: a.addr(event::LOCAL_ADDR)?,
+                remote_addr: a.addr(event::PATH_REMOTE_ADDR)?,
+                local_port: a.u16(event::PATH_SPORT)?,
+                remote_port: a.u16(event::REMOTE_PORT)?,
+                ifindex: a.u32(event::IFINDEX)?,
+                ifname: None,
+            },
+            c::PATH_REMOVED => Event::PathRemoved {
+                timestamp_ns: ts()?,
+                session_id: sid()?,
+                cookie: a.uint(event::COOKIE)?,
+                path_id: a.u32(event::PATH_ID)?,
+            },
             _ => Event::Unknown {
                 timestamp_ns: now_ns,
                 cmd,
@@ -483,12 +524,16 @@ impl Event {
         })
     }
 
-    /// Returns the event's endpoint, whose interface name is filled in later.
-    pub fn endpoint_mut(&mut self) -> Option<&mut Endpoint> {
+    /// Returns the event's interface index and the name slot that is
+    /// filled in later, for the events that carry an interface.
+    pub fn interface_mut(&mut self) -> Option<(Option<u32>, &mut Option<String>)> {
         match self {
             Event::EndpointAdded { endpoint, .. } | Event::EndpointRemoved { endpoint, .. } => {
-                Some(endpoint)
+                Some((endpoint.ifindex, &mut endpoint.ifname))
             }
+            Event::PathAdded {
+                ifindex, ifname, ..
+            } => Some((*ifindex, ifname)),
             _ => None,
         }
     }

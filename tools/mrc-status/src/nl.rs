@@ -400,12 +400,41 @@ impl Client {
         )))?;
         let mut sock = Socket::new(NETLINK_GENERIC).map_err(|e| Error::Io("socket", e))?;
         sock.bind_auto().map_err(|e| Error::Io("bind", e))?;
+        grow_rcvbuf(&sock);
         sock.add_membership(group)
             .map_err(|e| Error::Io("subscribe", e))?;
         Ok(Events {
             sock,
             family: self.family,
         })
+    }
+}
+
+/// Receive buffer of the events socket: room for bursts of thousands of
+/// notifications (a connection opening or removing hundreds of paths).
+const EVENTS_RCVBUF: libc::c_int = 8 << 20;
+
+/// Enlarges the events socket's receive buffer: beyond `rmem_max` where
+/// allowed (`SO_RCVBUFFORCE`, CAP_NET_ADMIN), else up to it. Best effort:
+/// an overrun is reported when it happens.
+fn grow_rcvbuf(sock: &Socket) {
+    use std::os::fd::AsRawFd;
+    let size = EVENTS_RCVBUF;
+    for opt in [libc::SO_RCVBUFFORCE, libc::SO_RCVBUF] {
+        // SAFETY: a valid socket descriptor and a c_int option value of the
+        // length given.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return;
+        }
     }
 }
 

@@ -73,6 +73,8 @@ pub mod cmd {
         ("conn-closed", CONN_CLOSED),
         ("endpoint-added", ENDPOINT_ADDED),
         ("endpoint-removed", ENDPOINT_REMOVED),
+        ("path-added", PATH_ADDED),
+        ("path-removed", PATH_REMOVED),
     ];
     /// `stats-get`: the namespace's counters.
     pub const STATS_GET: u8 = 1;
@@ -98,6 +100,10 @@ pub mod cmd {
     pub const ENDPOINT_ADDED: u8 = 11;
     /// Notification `endpoint-removed`.
     pub const ENDPOINT_REMOVED: u8 = 12;
+    /// Notification `path-added`.
+    pub const PATH_ADDED: u8 = 13;
+    /// Notification `path-removed`.
+    pub const PATH_REMOVED: u8 = 14;
 }
 
 spec_enum!(
@@ -264,6 +270,11 @@ attr_set!(
         REMOTE_PORT = 9, "remote-port", "u16";
         LOCAL_PORT = 10, "local-port", "u16";
         ERROR = 11, "error", "u32";
+        LOCAL_ADDR = 12, "local-addr", "binary";
+        PATH_REMOTE_ADDR = 13, "path-remote-addr", "binary";
+        PATH_SPORT = 14, "path-sport", "u16";
+        PLANE = 15, "plane", "u32";
+        IFINDEX = 16, "ifindex", "u32";
     }
 );
 
