@@ -15,6 +15,7 @@ import selectors
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 
@@ -572,6 +573,29 @@ def cmd_sockopt_server(args):
     lst.close()
 
 
+def link_of(local_ip):
+    """The interface that holds `local_ip`."""
+    out = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    return next(line.split()[1] for line in out.splitlines() if f" {local_ip}/" in line)
+
+
+def link_drop_sport(local_ip, sport):
+    """Drops the UDP datagrams with source port `sport` that leave by the
+    interface of `local_ip` (a u32 filter on an htb root)."""
+    dev = link_of(local_ip)
+    # An htb root without classes sends what no filter drops unshaped.
+    subprocess.run(["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb"], check=True)
+    proto, key = ("ipv6", "ip6") if ":" in local_ip else ("ip", "ip")
+    subprocess.run(["tc", "filter", "add", "dev", dev, "parent", "1:", "protocol", proto, "u32",
+                    "match", key, "protocol", "17", "0xff", "match", key, "sport", str(sport), "0xffff",
+                    "action", "drop"], check=True)
+
+
+def link_clear(local_ip):
+    """Removes what link_drop_sport set up."""
+    subprocess.run(["tc", "qdisc", "del", "dev", link_of(local_ip), "root"], check=True)
+
+
 def cmd_sockopt_client(args):
     """Checks every SOL_MRC option and error against sockopt-server, then
     replaces a connection's paths by an added one and transfers over it."""
@@ -671,14 +695,18 @@ def cmd_sockopt_client(args):
     ck.check("echo after removing 255 paths", s.recv(MRC_MAX_MSG) == m, True)
 
     # The path that carries the traffic removed while a 1 MiB message is in
-    # flight on it: its packets are resent at once on the path left, and
-    # the message arrives whole.
-    spare = path_add(s, path_req(cli, srv, sport=52000))
+    # flight on it: its packets are resent on the path left, and the message
+    # arrives whole. The message goes out while that path is the only one,
+    # and a tc filter drops that path's packets (UDP source port 50000), so
+    # none of them can arrive before the path is gone.
+    link_drop_sport(cli, 50000)
     retx = proc_stat("tx_retransmits")
     m = os.urandom(MRC_MAX_MSG)
     s.send(m)
+    spare = path_add(s, path_req(cli, srv, sport=52000))
     path_del(s, new)
     ck.check("1 MiB echoed whole after its path was removed in flight", s.recv(MRC_MAX_MSG) == m, True)
+    link_clear(cli)
     ck.check("the removed path's packets were resent", proc_stat("tx_retransmits") > retx, True)
     ck.errno_of("path-del of the removed path", lambda: path_del(s, new), errno.ENOENT)
     ck.errno_of("path-del of the last path", lambda: path_del(s, spare), errno.EBUSY)
