@@ -555,11 +555,17 @@ impl Drop for TxChain {
 /// Runs `f` with bottom halves disabled, so that the packets it sends are
 /// received, on a local link, in one softirq pass after it returns rather
 /// than one by one in between.
+///
+/// Callers run in process or softirq context, never in hardirq context or
+/// with interrupts disabled, where `local_bh_enable` must not be called.
 pub(crate) fn with_bh_disabled<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: paired with the enable below; `f` cannot unwind in the kernel.
+    // SAFETY: callers are in process or softirq context (see above), where
+    // disabling bottom halves nests; the enable below pairs with it, and `f`
+    // cannot unwind in the kernel, so it always runs.
     unsafe { bindings::mrc_local_bh_disable() };
     let r = f();
-    // SAFETY: paired with the disable above.
+    // SAFETY: pairs with the disable above, in the same context; interrupts
+    // are enabled there, as `local_bh_enable` requires.
     unsafe { bindings::mrc_local_bh_enable() };
     r
 }
