@@ -495,6 +495,8 @@ pub struct ConnStats {
     pub rcv_dropped: u64,
     /// ACK packets sent.
     pub acks_sent: u64,
+    /// Delayed ACKs not sent because a DATA or FIN packet carried the acknowledgement.
+    pub acks_carried: u64,
     /// ACK packets received.
     pub acks_received: u64,
     /// PROBE packets sent.
@@ -745,6 +747,8 @@ pub struct Conn {
     last_adv_rwnd: u32,
     /// Delivered payload bytes the application consumed or discarded since the handshake.
     rcv_released: u64,
+    /// `rcv_released` when the last ACK went out: the peer knows the window edge it gave.
+    adv_released: u64,
 
     tw_deadline: Option<u64>,
     /// Latest time seen by any entry point, for transitions made while draining events.
@@ -829,6 +833,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         ack_path_id: _,
         last_adv_rwnd: _,
         rcv_released: _,
+        adv_released: _,
         tw_deadline: _,
         last_now: _,
         events: _,
@@ -955,6 +960,7 @@ impl Conn {
             addr_of_mut!((*p).ack_path_id).write(0);
             addr_of_mut!((*p).last_adv_rwnd).write(0);
             addr_of_mut!((*p).rcv_released).write(0);
+            addr_of_mut!((*p).adv_released).write(0);
             addr_of_mut!((*p).tw_deadline).write(None);
             addr_of_mut!((*p).last_now).write(0);
             let events = addr_of_mut!((*p).events).cast::<Event>();
@@ -1652,6 +1658,7 @@ impl Conn {
         self.ack_deadline = None;
         self.unacked_pkts = 0;
         self.last_adv_rwnd = rwnd;
+        self.adv_released = self.rcv_released;
         self.stats.acks_sent = self.stats.acks_sent.saturating_add(1);
         Some(Transmit {
             path,
@@ -1659,6 +1666,31 @@ impl Conn {
             data: None,
             kind: PacketType::Ack,
         })
+    }
+
+    /// A DATA or FIN packet just carried the cumulative ack: the delayed ACK is dropped when
+    /// it would tell the peer nothing more, as TCP drops its delayed ACK when data goes out.
+    ///
+    /// It would tell more while data is missing (its SACK bitmap), while a CE mark waits for
+    /// its echo, or once the window edge the peer knows leaves it less than half a buffer of
+    /// room: the edge travels only in ACKs, and a peer that ran into it could be kept waiting
+    /// for one by replies that carry none.
+    fn ack_carried(&mut self) {
+        if !self.ack_pending || self.ack_now || self.ece_pending || self.rcv_high != self.rcv_nxt {
+            return;
+        }
+        let received = self
+            .rcv_released
+            .saturating_add(self.rcv_unread)
+            .saturating_add(self.rcv_held);
+        let edge = self.adv_released.saturating_add(u64::from(self.cfg.rcvbuf));
+        if edge.saturating_sub(received) < u64::from(self.cfg.rcvbuf / 2) {
+            return;
+        }
+        self.ack_pending = false;
+        self.ack_deadline = None;
+        self.unacked_pkts = 0;
+        self.stats.acks_carried = self.stats.acks_carried.saturating_add(1);
     }
 
     fn build_probe_reply(&mut self, buf: &mut [u8]) -> Option<Transmit> {
@@ -1754,6 +1786,7 @@ impl Conn {
             mrc_proto::encode_header(&header, buf).ok()?;
             HEADER_LEN.checked_add(usize::try_from(slot.len).ok()?)?
         };
+        self.ack_carried();
         self.tx_order = self.tx_order.saturating_add(1);
         slot.sent_ns = now_ns;
         slot.tx_order = self.tx_order;

@@ -611,6 +611,91 @@ fn delayed_ack_every_second_packet() {
     assert_eq!(header(&ack[0]).ack, CLIENT_ISN + 3);
 }
 
+/// A reply sent before the delayed ACK is due carries the acknowledgement of the request,
+/// and no ACK packet goes out on its own.
+#[test]
+fn reply_carries_the_delayed_ack() {
+    let (mut client, mut server) = established();
+    // The handshake's third packet is an ACK.
+    let handshake_acks = client.stats().acks_sent;
+    let mut now = MS;
+    for round in 1..=3u64 {
+        let req = send_small(&mut client, 1, now);
+        assert_eq!(kind(&req[0]), PacketType::Data);
+        feed(&mut server, now, &req[0]);
+        assert!(
+            drain(&mut server, now).is_empty(),
+            "round {round}: ACK delayed"
+        );
+        let reply = send_small(&mut server, 1, now);
+        assert_eq!(kind(&reply[0]), PacketType::Data);
+        assert_eq!(header(&reply[0]).ack, CLIENT_ISN + round);
+        feed(&mut client, now, &reply[0]);
+        assert_eq!(
+            client.bytes_unacked(),
+            0,
+            "round {round}: the reply acknowledged the request"
+        );
+        now += 50 * US;
+    }
+    assert_eq!(server.stats().acks_sent, 0);
+    assert_eq!(server.stats().acks_carried, 3);
+    // The client's requests carried the acknowledgements of replies 1 and 2; nothing carries
+    // that of reply 3, so the delayed ACK goes out when it is due.
+    assert_eq!(client.stats().acks_carried, 2);
+    let t = client.next_timeout(now).unwrap();
+    client.on_timeout(t);
+    let ack = drain(&mut client, t);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    assert_eq!(header(&ack[0]).ack, SERVER_ISN + 3);
+    assert_eq!(client.stats().acks_sent, handshake_acks + 1);
+}
+
+/// Replies carry no window edge, so once the edge the requester knows leaves it less than
+/// half a buffer of room, ACKs go out again and move it.
+#[test]
+fn replies_do_not_withhold_the_window_edge() {
+    let small = ConnConfig {
+        rcvbuf: 10_000,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(ConnConfig::default(), small);
+    let mut now = MS;
+    let mut ack_rounds = Vec::new();
+    let mut least_room = u32::MAX;
+    for round in 1..=12 {
+        client.send_message(1000).unwrap();
+        let req = drain(&mut client, now);
+        assert_eq!(
+            req.len(),
+            1,
+            "round {round}: one request packet, room {}",
+            client.peer_rwnd()
+        );
+        feed(&mut server, now, &req[0]);
+        assert_eq!(messages(&events(&mut server)).len(), 1);
+        server.release_recv(1000);
+        server.send_message(100).unwrap();
+        let out = drain(&mut server, now);
+        if out.iter().any(|p| kind(p) == PacketType::Ack) {
+            ack_rounds.push(round);
+        }
+        assert_eq!(
+            out.iter().filter(|p| kind(p) == PacketType::Data).count(),
+            1
+        );
+        feed_all(&mut client, now, &out);
+        least_room = least_room.min(client.peer_rwnd());
+        now += 50 * US;
+    }
+    // After 6000 bytes the known edge leaves 4000 (< 5000): the ACK of round 6 is kept
+    // and goes out with the next request's (every second packet), edge and all.
+    assert_eq!(ack_rounds, vec![7]);
+    assert_eq!(least_room, 4000);
+    assert_eq!(server.stats().acks_sent, 1);
+}
+
 #[test]
 fn ce_mark_is_echoed_at_once_on_its_path() {
     let (mut client, mut server) = established();
