@@ -1293,6 +1293,7 @@ impl Conn {
             *slot = ep;
         }
         self.passive = true;
+        self.paths.set_heartbeat_yield(true);
         self.session_id = syn.header.session_id;
         self.local_port = hs.dst_port;
         self.peer_port = hs.src_port;

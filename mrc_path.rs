@@ -28,7 +28,10 @@
 //! path is only probed. An idle path is probed `heartbeat_busy_ns` after its
 //! last probe was answered (one probe at a time, so a path with a long RTT is
 //! probed about once per RTT) while the connection has data outstanding, and
-//! every `heartbeat_idle_ns` otherwise. With the defaults
+//! every `heartbeat_idle_ns` otherwise; the accepting end waits a probe
+//! timeout longer ([`PathTable::set_heartbeat_yield`]), so on a path that
+//! both ends leave idle the connecting end's probes arrive first and are
+//! answered, rather than both ends probing it. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
 //! Failed about 2 ms later. The idle heartbeat is 10 s (SCTP's is 30 s): an
@@ -205,6 +208,10 @@ pub struct PathConfig {
     pub rto_min_ns: u64,
     /// Upper bound of the retransmission timeout.
     pub rto_max_ns: u64,
+    /// Whether this end lets the other probe idle paths: it waits a probe timeout longer
+    /// than the heartbeat after last hearing a path before probing it itself (see
+    /// [`PathTable::set_heartbeat_yield`]).
+    pub heartbeat_yield: bool,
 }
 
 impl PathConfig {
@@ -223,6 +230,7 @@ impl PathConfig {
         initial_rtt_ns: 1_000_000,
         rto_min_ns: 1_000_000,
         rto_max_ns: 1_000_000_000,
+        heartbeat_yield: false,
     };
 }
 
@@ -691,6 +699,19 @@ impl PathTable {
         self.cfg.heartbeat_busy_ns = ns.max(1);
     }
 
+    /// Makes this end wait for the other end's heartbeat probes on idle Active paths
+    /// ([`PathConfig::heartbeat_yield`]); the accepting end of a connection does.
+    ///
+    /// A probe of the peer that arrives on a path proves it alive ([`PathTable::on_heard`])
+    /// and delays this end's own heartbeat there. With equal heartbeats the two ends' probes
+    /// cross: each is sent about when the other's would arrive, so every idle path carries
+    /// two probes and two answers per heartbeat. An end that yields waits a probe timeout
+    /// longer, the peer's probes come first, and it answers them instead: half the packets.
+    /// It probes a path itself once the peer's probes stop arriving there for that long.
+    pub fn set_heartbeat_yield(&mut self, on: bool) {
+        self.cfg.heartbeat_yield = on;
+    }
+
     /// Adds a path in state Active and returns its index, or `None` if the table is full.
     pub fn add(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
         let cfg = self.cfg;
@@ -993,11 +1014,14 @@ impl PathTable {
                 // With one probe at a time, a path whose RTT is long is probed once per RTT;
                 // its next probe is not held back by the RTT too, so that a path the
                 // scheduler leaves idle because it was slow is found fast again soon.
-                let hb = if busy {
+                let mut hb = if busy {
                     self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
                 };
+                if self.cfg.heartbeat_yield {
+                    hb = hb.saturating_add(timeout);
+                }
                 p.last_heard_ns.max(p.last_probe_ns).saturating_add(hb)
             }
             PathState::Suspect => 0,

@@ -1415,6 +1415,9 @@ fn direction_bit_marks_the_accepting_end() {
         .accept(10 * US, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
         .unwrap();
     assert!(server.is_passive());
+    // The accepting end leaves idle paths to the connecting end's probes; here both ends
+    // probe, so that each sends PROBE and PROBE_ACK.
+    server.paths_mut().set_heartbeat_yield(false);
     // Handshake, messages both ways (DATA and ACK).
     exchange_logged(&mut client, &mut server, 20 * US, &mut log);
     assert_eq!(client.state(), State::Established);

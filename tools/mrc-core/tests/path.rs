@@ -864,6 +864,88 @@ fn busy_heartbeat_changes_take_effect_at_once() {
     assert_eq!(t.config().heartbeat_busy_ns, 1);
 }
 
+/// The two ends of a connection, 100 us apart, each with a busy path 0 and an idle path 1
+/// ([`primed`]: 1 ms probe timeout). End 0 connected; end 1 yields its heartbeat if
+/// `yield_1`. From `cut` on, end 0's packets on path 1 are lost. Returns the probes each end
+/// sent on path 1 before `cut`, when end 1 last heard path 1 before its first probe after
+/// `cut`, and when it sent that probe.
+fn two_ends(yield_1: bool, cut: u64) -> ([u32; 2], u64, Option<u64>) {
+    const D: u64 = 100 * US;
+    let mut ends = [primed(2), primed(2)];
+    ends[1].set_heartbeat_yield(yield_1);
+    // Packets on the wire: (arrival, receiving end, probe or answer, probe sent at).
+    let mut wire: Vec<(u64, usize, bool, u64)> = Vec::new();
+    let mut probes = [0u32; 2];
+    let mut heard_1 = 0;
+    for e in ends.iter_mut() {
+        e.on_sent(0, 0, MSS, false);
+    }
+    let mut now = 0;
+    while now < cut + 10 * MS {
+        for e in ends.iter_mut() {
+            e.on_ack(0, now, MSS, Some(2 * D), false);
+            e.on_sent(0, now, MSS, false);
+        }
+        let mut i = 0;
+        while i < wire.len() {
+            let (at, to, probe, sent) = wire[i];
+            if at > now {
+                i += 1;
+                continue;
+            }
+            wire.swap_remove(i);
+            ends[to].on_heard(1, at);
+            if to == 1 {
+                heard_1 = at;
+            }
+            if probe {
+                wire.push((at + D, 1 - to, false, sent));
+            } else {
+                ends[to].on_probe_ack(1, at, at - sent);
+            }
+        }
+        wire.retain(|&(_, to, _, sent)| !(to == 1 && sent >= cut));
+        for k in 0..2 {
+            if ends[k].next_timer(now).is_some_and(|t| t <= now) {
+                let r = ends[k].on_tick(now);
+                for j in r.probe.iter() {
+                    ends[k].on_probe_sent(j, now);
+                    if j != 1 {
+                        continue;
+                    }
+                    if now < cut {
+                        probes[k] += 1;
+                    } else if k == 1 {
+                        return (probes, heard_1, Some(now));
+                    }
+                    wire.push((now + D, 1 - k, true, now));
+                }
+            }
+        }
+        now += 10 * US;
+    }
+    (probes, heard_1, None)
+}
+
+#[test]
+fn accepting_end_lets_the_connecting_end_probe_idle_paths() {
+    // Equal heartbeats: the probes cross and both ends probe the idle path.
+    let (probes, _, _) = two_ends(false, 20 * MS);
+    assert!(probes[0] >= 5 && probes[1] >= 5, "{probes:?}");
+    // Yielding: only the connecting end probes, about every 1.2 ms (heartbeat and answer).
+    let (probes, heard, first) = two_ends(true, 20 * MS);
+    assert_eq!(probes[1], 0, "{probes:?}");
+    assert!((15..=18).contains(&probes[0]), "{probes:?}");
+    // Its probes stop arriving: the yielding end probes a heartbeat and a probe timeout
+    // after it last heard one.
+    let first = first.expect("the yielding end never probed");
+    assert!(heard < 20 * MS + 200 * US && heard > 18 * MS, "last heard at {heard}");
+    assert!(
+        (heard + 2 * MS..=heard + 2 * MS + 10 * US).contains(&first),
+        "heard at {heard}, probed at {first}"
+    );
+}
+
 // --- Planes -------------------------------------------------------------------------------
 
 mod planes {
