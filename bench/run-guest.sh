@@ -72,7 +72,7 @@ else
 fi
 SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
 PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
-SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,latency,fairness,simult,path-scaling}
+SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,unshaped-9000,latency,fairness,simult,path-scaling}
 # Paths per MRC connection of the path-scaling scenario.
 SCALE_PATHS=${BENCH_SCALE_PATHS:-1,8,64,256}
 RATE=${BENCH_PLANE_RATE:-50}
@@ -171,11 +171,12 @@ topo_planes() {
 	done
 }
 
-# topo_unshaped: one veth pair, no qdisc beyond the default, offloads on.
+# topo_unshaped [MTU]: one veth pair (MTU 1500 unless given), no qdisc
+# beyond the default, offloads on.
 topo_unshaped() {
 	ns_add "$CLI"
 	ns_add "$SRV"
-	ip link add u0 netns "$CLI" type veth peer name u0 netns "$SRV"
+	ip link add u0 netns "$CLI" mtu "${1:-1500}" type veth peer name u0 netns "$SRV" mtu "${1:-1500}"
 	ip -n "$CLI" addr add 10.81.0.1/24 dev u0
 	ip -n "$SRV" addr add 10.81.0.2/24 dev u0
 	ip -n "$CLI" link set u0 up
@@ -655,17 +656,17 @@ sc_failover() {
 	scenario_end
 }
 
-unshaped_run() { # proto
+unshaped_run() { # MTU proto
 	RUN_CONNS=1 RUN_INTERVAL=$INTERVAL_MS RUN_KILL_AT='' RUN_KILL_DEV=''
 	RUN_HARD=$HARD_TIMEOUT
 	RUN_ARGS=(--duration "$DURATION" --msg-size "$MSG_SIZE")
-	one_run "$sdir" "$1" topo_unshaped
+	one_run "$sdir" "$2" topo_unshaped "$1"
 }
 
-sc_unshaped() {
-	scenario_begin unshaped "title=One unshaped veth" kind=throughput topology=unshaped \
-		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
-	for_reps "$PROTOS" "$REPS" unshaped_run
+sc_unshaped() { # ID MTU
+	scenario_begin "$1" "title=One unshaped veth, MTU $2" kind=throughput topology=unshaped \
+		"mtu=$2" "msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
+	for_reps "$PROTOS" "$REPS" unshaped_run "$2"
 	scenario_end
 }
 
@@ -854,7 +855,8 @@ if has "$SCENARIOS" planes-loss; then
 	run_scenario sc_planes planes-loss "4 equal planes, ${LOSS_PCT}% random loss" "$LOSS_PCT" "$all4"
 fi
 if has "$SCENARIOS" failover; then run_scenario sc_failover; fi
-if has "$SCENARIOS" unshaped; then run_scenario sc_unshaped; fi
+if has "$SCENARIOS" unshaped; then run_scenario sc_unshaped unshaped 1500; fi
+if has "$SCENARIOS" unshaped-9000; then run_scenario sc_unshaped unshaped-9000 9000; fi
 if has "$SCENARIOS" latency; then run_scenario sc_latency; fi
 if has "$SCENARIOS" fairness; then run_scenario sc_fairness; fi
 if has "$SCENARIOS" simult; then
