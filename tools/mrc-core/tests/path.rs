@@ -939,7 +939,10 @@ fn accepting_end_lets_the_connecting_end_probe_idle_paths() {
     // Its probes stop arriving: the yielding end probes a heartbeat and a probe timeout
     // after it last heard one.
     let first = first.expect("the yielding end never probed");
-    assert!(heard < 20 * MS + 200 * US && heard > 18 * MS, "last heard at {heard}");
+    assert!(
+        heard < 20 * MS + 200 * US && heard > 18 * MS,
+        "last heard at {heard}"
+    );
     assert!(
         (heard + 2 * MS..=heard + 2 * MS + 10 * US).contains(&first),
         "heard at {heard}, probed at {first}"
