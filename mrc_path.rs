@@ -22,8 +22,10 @@
 //! Any answered probe makes a path Active again. A busy path (bytes in flight)
 //! proves it is alive with its acknowledgements and with any other packet of
 //! the peer arriving on it ([`PathTable::on_heard`]). If it stays silent for a
-//! probe timeout while the peer acknowledges data sent on other paths, that
-//! counts as a missed heartbeat; if no path was acknowledged meanwhile, the
+//! probe timeout while the peer acknowledges data sent on other paths after
+//! its own unanswered packets, that counts as a missed heartbeat; answers to
+//! older packets, which a peer catching up after a stall sends first, do
+//! not count. If no path was acknowledged meanwhile, the
 //! silence may be the peer's (a full receive buffer, a stalled host), so the
 //! path is only probed. An idle path is probed `heartbeat_busy_ns` after its
 //! last probe was answered (one probe at a time, so a path with a long RTT is
@@ -355,6 +357,9 @@ pub struct Path {
     last_ack_ns: u64,
     /// Last acknowledgement or probe answer: the latest proof of life.
     last_heard_ns: u64,
+    /// Send time of the latest packet of this path that was acknowledged or answered with
+    /// an RTT sample: the peer had processed what was sent on it up to then.
+    answered_sent_ns: u64,
     last_send_ns: u64,
     last_probe_ns: u64,
     counters: PathCounters,
@@ -382,6 +387,7 @@ impl Path {
             // A new path counts as heard at creation so that it gets one
             // heartbeat interval before its first probe.
             last_heard_ns: now_ns,
+            answered_sent_ns: 0,
             last_send_ns: 0,
             last_probe_ns: 0,
             counters: PathCounters::default(),
@@ -899,6 +905,7 @@ impl PathTable {
         p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         if let Some(r) = rtt_ns {
             p.rtt.sample(now_ns, r);
+            p.answered_sent_ns = p.answered_sent_ns.max(now_ns.saturating_sub(r));
         }
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
@@ -991,6 +998,7 @@ impl PathTable {
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
         p.rtt.sample(now_ns, rtt_ns);
+        p.answered_sent_ns = p.answered_sent_ns.max(now_ns.saturating_sub(rtt_ns));
         p.last_heard_ns = now_ns;
         p.probe_outstanding = false;
         p.missed_probes = 0;
@@ -1078,8 +1086,14 @@ impl PathTable {
             // against it.
             let silent_alone = || {
                 let quiet_since = p.last_heard_ns.max(p.inflight_since_ns);
-                self.iter()
-                    .any(|(j, q)| j != idx && q.last_ack_ns > quiet_since)
+                // Its unanswered packets were sent after its last answered one: only an
+                // answer to a packet sent later still, on another path, shows that the
+                // peer is processing what was sent at the time. Acknowledgements of older
+                // packets, which a peer catching up after a stall sends first, do not.
+                let unanswered_from = p.answered_sent_ns.max(p.inflight_since_ns);
+                self.iter().any(|(j, q)| {
+                    j != idx && q.last_ack_ns > quiet_since && q.answered_sent_ns > unanswered_from
+                })
             };
             let missed = !late
                 && (p.probe_outstanding

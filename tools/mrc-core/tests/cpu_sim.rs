@@ -205,10 +205,16 @@ fn cpu_bound_hosts_get_80_percent_of_the_cpu() {
 /// 62 times (two), every time for a probe timeout, and the client resent 2.1 and 1.3 % (3.4
 /// and 2.0 %) of the bytes: a path's acknowledgements came later than srtt + 4 * rttvar
 /// whenever a CPU stalled, although such late answers had been seen a moment before.
+///
+/// Seeds 3 to 8 then still had paths leave Active 2 to 16 times per transfer (70 times in
+/// the 16 transfers): a peer catching up after a stall acknowledged the packets it had
+/// received first, and a path whose packets were still queued behind them looked silent
+/// while the others were answered. Only answers to packets sent after a path's own
+/// unanswered ones count against it now: 7 times in the 16 transfers, at most 5 in one.
 #[test]
 fn late_answers_on_cpu_bound_hosts_are_no_path_failure() {
     for queues in 1..=2 {
-        for seed in 1..=2 {
+        for seed in 1..=8 {
             let run = transfer(seed, queues, [STALLS, STALLS], COUNT);
             let bytes = (COUNT as u64) << 18;
             assert!(run.downs <= 5, "{run:?}");
