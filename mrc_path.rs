@@ -822,11 +822,19 @@ impl PathTable {
         }
     }
 
-    /// Returns the retransmission timeout of a path (RFC 6298, clamped to the configured bounds).
+    /// Returns the retransmission timeout of a path: RFC 6298's, or 5/4 of the largest RTT
+    /// sample of the last one to two seconds if that is longer, clamped to the configured
+    /// bounds.
     pub fn rto_ns(&self, idx: PathIdx) -> Option<u64> {
         let p = self.get(idx)?;
         let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-        let rto = srtt.saturating_add(var.saturating_mul(4).max(RTO_GRANULARITY_NS));
+        // As for the probe timeout, RTT spikes of the last second or two count in full: a
+        // timeout shorter than a stall that just happened would fire at the next one and
+        // declare everything in flight lost.
+        let peak = p.rtt.recent_peak();
+        let rto = srtt
+            .saturating_add(var.saturating_mul(4).max(RTO_GRANULARITY_NS))
+            .max(peak.saturating_add(peak / 4));
         Some(clamp_lo_hi(rto, self.cfg.rto_min_ns, self.cfg.rto_max_ns))
     }
 

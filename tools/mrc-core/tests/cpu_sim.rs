@@ -210,14 +210,17 @@ fn cpu_bound_hosts_get_80_percent_of_the_cpu() {
 /// the 16 transfers): a peer catching up after a stall acknowledged the packets it had
 /// received first, and a path whose packets were still queued behind them looked silent
 /// while the others were answered. Only answers to packets sent after a path's own
-/// unanswered ones count against it now: 7 times in the 16 transfers, at most 5 in one.
+/// unanswered ones count against it now: 7 times in the 16 transfers, at most 5 in one. The
+/// rest were retransmission timeouts of srtt + 4 * rttvar, a few ms, that fired in a stall
+/// and declared everything in flight lost, a loss burst on every path; with the RTO at
+/// least 5/4 of the recent RTT peak, as the probe timeout: 3 times, at most 2 in one.
 #[test]
 fn late_answers_on_cpu_bound_hosts_are_no_path_failure() {
     for queues in 1..=2 {
         for seed in 1..=8 {
             let run = transfer(seed, queues, [STALLS, STALLS], COUNT);
             let bytes = (COUNT as u64) << 18;
-            assert!(run.downs <= 5, "{run:?}");
+            assert!(run.downs <= 2, "{run:?}");
             assert!(
                 run.lost_bytes * 200 <= bytes,
                 "more than 0.5 % lost: {run:?}"

@@ -278,6 +278,41 @@ fn rtt_estimation_follows_rfc6298() {
     assert!(t.get(0).unwrap().srtt_ns().unwrap() <= u64::from(u32::MAX));
 }
 
+/// A stall shows as one long RTT sample among short ones. srtt + 4 * rttvar forgets it within
+/// a few samples, and an RTO that short would fire at the next stall and declare everything
+/// in flight lost; the RTO keeps 5/4 of the largest sample of the last one to two seconds.
+#[test]
+fn rto_remembers_recent_rtt_spikes() {
+    let mut t = table(1);
+    let mut now = 0;
+    let mut sample = |t: &mut PathTable, now: u64, rtt: u64| {
+        t.on_sent(0, now - rtt, 1000, false);
+        t.on_ack(0, now, 1000, Some(rtt), false);
+    };
+    for _ in 0..20 {
+        now += MS;
+        sample(&mut t, now, 2 * MS);
+    }
+    // Steady 2 ms samples: 5/4 of them.
+    assert_eq!(t.rto_ns(0), Some(2500 * US));
+    now += 20 * MS;
+    sample(&mut t, now, 20 * MS);
+    for _ in 0..30 {
+        now += MS;
+        sample(&mut t, now, 2 * MS);
+    }
+    let srtt = t.get(0).unwrap().srtt_ns().unwrap();
+    let var = t.get(0).unwrap().rttvar_ns().unwrap();
+    assert!(srtt + 4 * var < 4 * MS, "srtt {srtt} rttvar {var}");
+    assert_eq!(t.rto_ns(0), Some(25 * MS));
+    // Two seconds of short samples later, the spike is forgotten.
+    for _ in 0..2100 {
+        now += MS;
+        sample(&mut t, now, 2 * MS);
+    }
+    assert!(t.rto_ns(0).unwrap() < 4 * MS, "{:?}", t.rto_ns(0));
+}
+
 #[test]
 fn counters_and_inflight() {
     let mut t = table(1);
