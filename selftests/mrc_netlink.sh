@@ -310,6 +310,7 @@ done
 kill "$chpid"
 wait "$chpid"
 mrc_check "churn: every connection opened and sent its message" 0 "$?"
+grep -m 3 '^churn connection' "$tmp/churn" | sed 's/^/# /'
 read -r listed torn others <<<"$($MRC_PY - "$tmp" "$(got 'y2 sessions')" "$npath" <<'PY'
 import glob, json, sys
 tmp, held, npath = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])

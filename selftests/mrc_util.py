@@ -802,15 +802,25 @@ def cmd_churn(args):
         # The signal waits until this connection is counted: an interrupted
         # connect() fails with EINTR but the handshake goes on in the
         # kernel, and both ends would count a connection this loop did not.
+        # With the signal held off, a connect() or send() that never
+        # returned would hang the test, so each waits at most 20 s (the
+        # handshake gives up within about 10 s).
         signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
         s = mrc_socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", 20, 0))
+        t0 = time.monotonic()
         try:
             mrc_connect(s, args.addr, args.port)
             s.send(b"churn")
             n += 1
         except OSError as e:
             failed += 1
-            print(f"churn connection {n + 1}: {e}", flush=True)
+            try:
+                peer = "connected to " + str(s.getpeername())
+            except OSError:
+                peer = "not connected"
+            print(f"churn connection {n + 1}: {e} after {time.monotonic() - t0:.1f} s, "
+                  f"{peer}", flush=True)
         s.close()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
         if n == 1:

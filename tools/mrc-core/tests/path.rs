@@ -284,8 +284,8 @@ fn rtt_estimation_follows_rfc6298() {
 #[test]
 fn rto_remembers_recent_rtt_spikes() {
     let mut t = table(1);
-    let mut now = 0;
-    let mut sample = |t: &mut PathTable, now: u64, rtt: u64| {
+    let mut now = 100 * MS;
+    let sample = |t: &mut PathTable, now: u64, rtt: u64| {
         t.on_sent(0, now - rtt, 1000, false);
         t.on_ack(0, now, 1000, Some(rtt), false);
     };
