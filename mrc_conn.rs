@@ -67,8 +67,8 @@
 //! the same path has been acknowledged and the packet is older than the path's smoothed RTT
 //! plus a reorder window (a quarter of the minimum RTT, at least
 //! [`ConnConfig::reorder_min_ns`]). A retransmission timeout (RFC 6298 estimators kept per path
-//! by `mrc_path`, at least 5/4 of the path's largest recent RTT sample, exponential backoff capped at the largest RTO) is the last resort. The
-//! connection fails with [`ConnError::TimedOut`] only when it has waited
+//! by `mrc_path`, at least 5/4 of the path's largest recent RTT sample, exponential backoff
+//! capped at the largest RTO) is the last resort. The connection fails with [`ConnError::TimedOut`] only when it has waited
 //! [`ConnConfig::user_timeout_ns`] without progress: data outstanding and nothing newly
 //! acknowledged, or no Active path at all. Counting retransmission timeouts instead would kill
 //! a connection whose peer is merely slow to answer or whose paths are down for a moment. A path that the failure detector

@@ -278,6 +278,9 @@ struct RttEstimator {
     prev_peak_ns: u32,
     /// Index of the window `peak_ns` belongs to: the time divided by its length.
     peak_window: u32,
+    /// Send time of the latest packet answered with a sample (the sample's time less its
+    /// RTT): the peer had processed what was sent on the path up to then.
+    answered_sent_ns: u64,
 }
 
 impl RttEstimator {
@@ -286,7 +289,17 @@ impl RttEstimator {
         u64::from(self.peak_ns.max(self.prev_peak_ns))
     }
 
+    /// Returns 5/4 of [`RttEstimator::recent_peak`], the floor of the probe timeout and of
+    /// the RTO: a path whose answers came that late recently, because a host stalled or its
+    /// packets queued for a CPU, is not dead when one is that late again, and
+    /// srtt + 4 * rttvar forgets such spikes within a few RTTs.
+    fn peak_timeout(&self) -> u64 {
+        let peak = self.recent_peak();
+        peak.saturating_add(peak / 4)
+    }
+
     fn sample(&mut self, now_ns: u64, rtt_ns: u64) {
+        self.answered_sent_ns = self.answered_sent_ns.max(now_ns.saturating_sub(rtt_ns));
         // Zero would read as "no sample".
         let r = u32::try_from(rtt_ns.clamp(1, MAX_RTT_NS)).unwrap_or(u32::MAX);
         let window = u32::try_from(now_ns / RTT_PEAK_WINDOW_NS).unwrap_or(u32::MAX);
@@ -357,9 +370,6 @@ pub struct Path {
     last_ack_ns: u64,
     /// Last acknowledgement or probe answer: the latest proof of life.
     last_heard_ns: u64,
-    /// Send time of the latest packet of this path that was acknowledged or answered with
-    /// an RTT sample: the peer had processed what was sent on it up to then.
-    answered_sent_ns: u64,
     last_send_ns: u64,
     last_probe_ns: u64,
     counters: PathCounters,
@@ -387,7 +397,6 @@ impl Path {
             // A new path counts as heard at creation so that it gets one
             // heartbeat interval before its first probe.
             last_heard_ns: now_ns,
-            answered_sent_ns: 0,
             last_send_ns: 0,
             last_probe_ns: 0,
             counters: PathCounters::default(),
@@ -828,13 +837,11 @@ impl PathTable {
     pub fn rto_ns(&self, idx: PathIdx) -> Option<u64> {
         let p = self.get(idx)?;
         let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-        // As for the probe timeout, RTT spikes of the last second or two count in full: a
-        // timeout shorter than a stall that just happened would fire at the next one and
+        // A timeout shorter than a stall that just happened would fire at the next one and
         // declare everything in flight lost.
-        let peak = p.rtt.recent_peak();
         let rto = srtt
             .saturating_add(var.saturating_mul(4).max(RTO_GRANULARITY_NS))
-            .max(peak.saturating_add(peak / 4));
+            .max(p.rtt.peak_timeout());
         Some(clamp_lo_hi(rto, self.cfg.rto_min_ns, self.cfg.rto_max_ns))
     }
 
@@ -845,14 +852,9 @@ impl PathTable {
 
     fn probe_timeout(&self, p: &Path) -> u64 {
         let (srtt, var) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-        // RTT spikes of the last second or two count in full: a path whose answers came that
-        // late recently, because a host stalled or its packets queued for a CPU, is not dead
-        // when one is that late again, and srtt + 4 * rttvar forgets such spikes within a few
-        // RTTs.
-        let peak = p.rtt.recent_peak();
         let t = srtt
             .saturating_add(var.saturating_mul(4))
-            .max(peak.saturating_add(peak / 4));
+            .max(p.rtt.peak_timeout());
         // The upper bound caps the variance term only: a path whose answers
         // really take longer than the bound (a deep queue) is slow, not dead.
         clamp_lo_hi(
@@ -913,7 +915,6 @@ impl PathTable {
         p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         if let Some(r) = rtt_ns {
             p.rtt.sample(now_ns, r);
-            p.answered_sent_ns = p.answered_sent_ns.max(now_ns.saturating_sub(r));
         }
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
@@ -1006,7 +1007,6 @@ impl PathTable {
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
         p.rtt.sample(now_ns, rtt_ns);
-        p.answered_sent_ns = p.answered_sent_ns.max(now_ns.saturating_sub(rtt_ns));
         p.last_heard_ns = now_ns;
         p.probe_outstanding = false;
         p.missed_probes = 0;
@@ -1098,9 +1098,11 @@ impl PathTable {
                 // answer to a packet sent later still, on another path, shows that the
                 // peer is processing what was sent at the time. Acknowledgements of older
                 // packets, which a peer catching up after a stall sends first, do not.
-                let unanswered_from = p.answered_sent_ns.max(p.inflight_since_ns);
+                let unanswered_from = p.rtt.answered_sent_ns.max(p.inflight_since_ns);
                 self.iter().any(|(j, q)| {
-                    j != idx && q.last_ack_ns > quiet_since && q.answered_sent_ns > unanswered_from
+                    j != idx
+                        && q.last_ack_ns > quiet_since
+                        && q.rtt.answered_sent_ns > unanswered_from
                 })
             };
             let missed = !late
