@@ -66,14 +66,18 @@
 //! Loss is detected per path by time, RACK-style: a packet is lost once a packet sent later on
 //! the same path has been acknowledged and the packet is older than the path's smoothed RTT
 //! plus a reorder window (a quarter of the minimum RTT, at least
-//! [`ConnConfig::reorder_min_ns`]). A retransmission timeout (RFC 6298 estimators kept per path
-//! by `mrc_path`, at least 5/4 of the path's largest recent RTT sample, exponential backoff
-//! capped at the largest RTO) is the last resort. The connection fails with [`ConnError::TimedOut`] only when it has waited
-//! [`ConnConfig::user_timeout_ns`] without progress: data outstanding and nothing newly
-//! acknowledged, or no Active path at all. Counting retransmission timeouts instead would kill
-//! a connection whose peer is merely slow to answer or whose paths are down for a moment. A path that the failure detector
-//! takes out of Active gives up its packets in flight as lost at once. Lost packets are
-//! retransmitted on another healthy path chosen by [`PathTable::pick_retransmit_path`].
+//! [`ConnConfig::reorder_min_ns`]). A loss that proves needless (the receiver reports the
+//! retransmission as a duplicate in a D-SACK, or the original is acknowledged before the
+//! retransmission leaves) doubles that path's window, up to its smoothed RTT; the window
+//! halves again after each second without one (RFC 8985, 6.2). A retransmission timeout (RFC
+//! 6298 estimators kept per path by `mrc_path`, at least 5/4 of the path's largest recent RTT
+//! sample, exponential backoff capped at the largest RTO) is the last resort. The connection
+//! fails with [`ConnError::TimedOut`] only when it has waited [`ConnConfig::user_timeout_ns`]
+//! without progress: data outstanding and nothing newly acknowledged, or no Active path at
+//! all. Counting retransmission timeouts instead would kill a connection whose peer is merely
+//! slow to answer or whose paths are down for a moment. A path that the failure detector takes
+//! out of Active gives up its packets in flight as lost at once. Lost packets are retransmitted
+//! on another healthy path chosen by [`PathTable::pick_retransmit_path`].
 //!
 //! # Flow control
 //!
@@ -127,6 +131,15 @@ const EVENT_RESERVE: usize = 4;
 
 /// PROBE_ACKs waiting to be sent; more probes than this at once are dropped unanswered.
 const PROBE_REPLY_QUEUE: usize = 16;
+
+/// Recent RACK loss declarations remembered to match D-SACKs against.
+const RACK_LOST_RING: usize = 32;
+
+/// Largest multiple of the base reorder window a path's window grows to.
+const REORDER_MULT_MAX: u8 = 64;
+
+/// A widened reorder window halves after each such period without a needless retransmission.
+const REORDER_DECAY_NS: u64 = 1_000_000_000;
 
 /// Smallest buffer [`Conn::poll_transmit`] accepts: room for any control packet.
 pub const MIN_TX_BUF: usize = MAX_CONTROL_PACKET_LEN;
@@ -479,6 +492,8 @@ pub struct ConnStats {
     pub retransmits: u64,
     /// Packets declared lost by RACK.
     pub rack_losses: u64,
+    /// RACK losses found needless: the packet arrived after all (a D-SACK or a late ack).
+    pub spurious_losses: u64,
     /// Packets declared lost by a retransmission timeout.
     pub rto_losses: u64,
     /// Packets declared lost because their path left Active.
@@ -527,6 +542,8 @@ const SF_FIRST: u8 = 1;
 const SF_LAST: u8 = 2;
 /// Slot flag: the FIN.
 const SF_FIN: u8 = 4;
+/// Send slot flag: the latest loss declaration of the packet was RACK's.
+const SF_RACK: u8 = 16;
 /// Receive slot flag: the packet has arrived.
 const SF_ARRIVED: u8 = 8;
 
@@ -545,6 +562,15 @@ struct SendSlot {
     state: SlotState,
     flags: u8,
     tx_count: u8,
+}
+
+/// A path's RACK reorder window, widened by needless retransmissions (RFC 8985, 6.2).
+#[derive(Clone, Copy, Debug, Default)]
+struct Reorder {
+    /// Multiple of the base window, 0 or 1 meaning the base window.
+    mult: u8,
+    /// Time of the latest needless retransmission, from which the multiple decays.
+    since_ns: u64,
 }
 
 /// One received packet not yet below the cumulative ack.
@@ -717,6 +743,11 @@ pub struct Conn {
     wprobe_seq: Option<u64>,
     rack_order: [u64; MAX_PATHS],
     rack_deadline: Option<u64>,
+    /// Reorder window of each path.
+    reorder: [Reorder; MAX_PATHS],
+    /// Recent RACK losses (sequence number, path), matched against D-SACKs.
+    rack_lost: [(u64, u16); RACK_LOST_RING],
+    rack_lost_next: usize,
     probe_due: PathSet,
     probe_nonce: u64,
     probe_replies: [(u32, Probe); PROBE_REPLY_QUEUE],
@@ -741,6 +772,8 @@ pub struct Conn {
     ack_now: bool,
     /// A DATA packet arrived marked CE: the next ACK carries [`Flags::ECE`].
     ece_pending: bool,
+    /// D-SACK the next ACK carries: one more than a duplicate's sequence number, or 0.
+    dsack: u64,
     ack_deadline: Option<u64>,
     unacked_pkts: u8,
     ack_path_id: u32,
@@ -810,6 +843,9 @@ fn conn_fields_are_initialised(c: &Conn) {
         wprobe_seq: _,
         rack_order: _,
         rack_deadline: _,
+        reorder: _,
+        rack_lost: _,
+        rack_lost_next: _,
         probe_due: _,
         probe_nonce: _,
         probe_replies: _,
@@ -828,6 +864,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         ack_pending: _,
         ack_now: _,
         ece_pending: _,
+        dsack: _,
         ack_deadline: _,
         unacked_pkts: _,
         ack_path_id: _,
@@ -935,6 +972,15 @@ impl Conn {
                 rack_order.add(i).write(0);
             }
             addr_of_mut!((*p).rack_deadline).write(None);
+            let reorder = addr_of_mut!((*p).reorder).cast::<Reorder>();
+            for i in 0..MAX_PATHS {
+                reorder.add(i).write(Reorder::default());
+            }
+            let rack_lost = addr_of_mut!((*p).rack_lost).cast::<(u64, u16)>();
+            for i in 0..RACK_LOST_RING {
+                rack_lost.add(i).write((0, u16::MAX));
+            }
+            addr_of_mut!((*p).rack_lost_next).write(0);
             addr_of_mut!((*p).probe_due).write(PathSet::EMPTY);
             addr_of_mut!((*p).probe_nonce).write(0);
             let probe_replies = addr_of_mut!((*p).probe_replies).cast::<(u32, Probe)>();
@@ -955,6 +1001,7 @@ impl Conn {
             addr_of_mut!((*p).ack_pending).write(false);
             addr_of_mut!((*p).ack_now).write(false);
             addr_of_mut!((*p).ece_pending).write(false);
+            addr_of_mut!((*p).dsack).write(0);
             addr_of_mut!((*p).ack_deadline).write(None);
             addr_of_mut!((*p).unacked_pkts).write(0);
             addr_of_mut!((*p).ack_path_id).write(0);
@@ -1088,6 +1135,9 @@ impl Conn {
         }
         if let Some(r) = self.rack_order.get_mut(idx) {
             *r = 0;
+        }
+        if let Some(r) = self.reorder.get_mut(idx) {
+            *r = Reorder::default();
         }
         self.probe_due.remove(idx);
         self.paths.remove(idx);
@@ -1635,7 +1685,7 @@ impl Conn {
         }
         let rwnd = self.rwnd();
         let sack = Sack::new(
-            0,
+            self.dsack,
             self.rwnd_edge(),
             self.rcv_nxt,
             bitmap.get(..used).unwrap_or(&[]),
@@ -1656,6 +1706,7 @@ impl Conn {
         self.ack_now = false;
         self.ack_pending = false;
         self.ece_pending = false;
+        self.dsack = 0;
         self.ack_deadline = None;
         self.unacked_pkts = 0;
         self.last_adv_rwnd = rwnd;
@@ -2215,6 +2266,9 @@ impl Conn {
             SlotState::Lost => {
                 // Arrived after all; its retransmission is no longer needed.
                 self.lost_count = self.lost_count.saturating_sub(1);
+                if slot.flags & SF_RACK != 0 {
+                    self.on_spurious_loss(now_ns, usize::from(slot.path));
+                }
             }
             SlotState::Sacked | SlotState::Free => return false,
         }
@@ -2237,6 +2291,9 @@ impl Conn {
     ) -> bool {
         if cum > self.snd_nxt {
             return false;
+        }
+        if let Some(seq) = sack.and_then(|s| s.dsack.checked_sub(1)) {
+            self.on_dsack(now_ns, seq);
         }
         let mut progress = false;
         while self.snd_una < cum {
@@ -2322,14 +2379,58 @@ impl Conn {
         }
     }
 
-    /// Returns the RACK reorder window of a path.
-    fn reorder_window(&self, path: PathIdx) -> u64 {
-        let min_rtt = self
-            .paths
-            .get(path)
-            .and_then(|p| p.min_rtt_ns())
-            .unwrap_or(0);
-        (min_rtt / 4).max(self.cfg.reorder_min_ns)
+    /// Returns the multiple of the base reorder window a path uses at `now_ns`: it halves
+    /// every [`REORDER_DECAY_NS`] after the latest needless retransmission.
+    fn reorder_mult(&self, path: PathIdx, now_ns: u64) -> u64 {
+        let r = self.reorder.get(path).copied().unwrap_or_default();
+        let halvings = now_ns.saturating_sub(r.since_ns) / REORDER_DECAY_NS;
+        u64::from(r.mult)
+            .checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+            .max(1)
+    }
+
+    /// Returns the RACK reorder window of a path: a quarter of its minimum RTT (at least
+    /// [`ConnConfig::reorder_min_ns`]), times a multiple that needless retransmissions raise,
+    /// but no more than the smoothed RTT (RFC 8985, 6.2).
+    fn reorder_window(&self, path: PathIdx, now_ns: u64) -> u64 {
+        let p = self.paths.get(path);
+        let min_rtt = p.and_then(|p| p.min_rtt_ns()).unwrap_or(0);
+        let base = (min_rtt / 4).max(self.cfg.reorder_min_ns);
+        let cap = p.and_then(|p| p.srtt_ns()).unwrap_or(0).max(base);
+        base.saturating_mul(self.reorder_mult(path, now_ns))
+            .min(cap)
+    }
+
+    /// A RACK loss on `path` proved needless: the path reorders more than its window allows.
+    /// The window doubles, at most once per round trip.
+    fn on_spurious_loss(&mut self, now_ns: u64, path: PathIdx) {
+        self.stats.spurious_losses = self.stats.spurious_losses.saturating_add(1);
+        let mult = self.reorder_mult(path, now_ns);
+        let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
+        let Some(r) = self.reorder.get_mut(path) else {
+            return;
+        };
+        if r.mult <= 1 || now_ns.saturating_sub(r.since_ns) >= srtt {
+            let doubled = mult.saturating_mul(2).min(u64::from(REORDER_MULT_MAX));
+            r.mult = u8::try_from(doubled).unwrap_or(REORDER_MULT_MAX);
+        } else {
+            r.mult = u8::try_from(mult).unwrap_or(REORDER_MULT_MAX);
+        }
+        r.since_ns = now_ns;
+    }
+
+    /// The peer received `seq` twice: if RACK had declared it lost, that was needless.
+    fn on_dsack(&mut self, now_ns: u64, seq: u64) {
+        let hit = self
+            .rack_lost
+            .iter_mut()
+            .find(|(s, p)| *s == seq && *p != u16::MAX);
+        if let Some(entry) = hit {
+            let path = usize::from(entry.1);
+            *entry = (0, u16::MAX);
+            self.on_spurious_loss(now_ns, path);
+        }
     }
 
     /// RACK: declares lost every packet in flight that was sent before an acknowledged packet
@@ -2352,9 +2453,10 @@ impl Conn {
                     let due = slot
                         .sent_ns
                         .saturating_add(srtt)
-                        .saturating_add(self.reorder_window(path));
+                        .saturating_add(self.reorder_window(path, now_ns));
                     if now_ns >= due {
                         self.mark_lost(now_ns, seq);
+                        self.note_rack_loss(seq, slot.path);
                         self.stats.rack_losses = self.stats.rack_losses.saturating_add(1);
                     } else {
                         self.rack_deadline = min_opt(self.rack_deadline, Some(due));
@@ -2365,6 +2467,17 @@ impl Conn {
         }
     }
 
+    /// Remembers a RACK loss declaration, so that a D-SACK or a late ack can prove it needless.
+    fn note_rack_loss(&mut self, seq: u64, path: u16) {
+        if let Some(s) = self.send.get_mut(slot_of(seq)) {
+            s.flags |= SF_RACK;
+        }
+        if let Some(e) = self.rack_lost.get_mut(self.rack_lost_next) {
+            *e = (seq, path);
+        }
+        self.rack_lost_next = (self.rack_lost_next + 1) % RACK_LOST_RING;
+    }
+
     fn mark_lost(&mut self, now_ns: u64, seq: u64) {
         let Some(slot) = self.send.get_mut(slot_of(seq)) else {
             return;
@@ -2373,6 +2486,7 @@ impl Conn {
             return;
         }
         slot.state = SlotState::Lost;
+        slot.flags &= !SF_RACK;
         let (path, len) = (usize::from(slot.path), slot.len);
         self.lost_count = self.lost_count.saturating_add(1);
         self.retx_cursor = self.retx_cursor.min(seq);
@@ -2428,6 +2542,7 @@ impl Conn {
                 self.tw_deadline = Some(now_ns.saturating_add(self.cfg.time_wait_ns));
             }
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            self.dsack = seq.saturating_add(1);
             return Input::Dropped(DropReason::Duplicate);
         }
         // Payloads are held from the start of the message being reassembled (see [`WINDOW`]).
@@ -2442,6 +2557,7 @@ impl Conn {
         if slot.flags & SF_ARRIVED != 0 {
             self.ack_now = true;
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+            self.dsack = seq.saturating_add(1);
             return Input::Dropped(DropReason::Duplicate);
         }
         if !fin {

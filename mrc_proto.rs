@@ -55,14 +55,16 @@
 //!   bytes (IPv4 in the first 4 bytes, the other 12 zero). `src_port` and `dst_port` are the
 //!   MRC ports of the sender and of the receiver: a socket address is an IP address and a
 //!   16-bit MRC port, and a listener picks the socket for a SYN by its `dst_port`.
-//! - ACK ([`Sack`]): `echo_ts` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
+//! - ACK ([`Sack`]): `dsack` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
 //!   [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
 //!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
-//!   must not be below the header's `ack_num`. `rwnd` is the right edge of the receive
-//!   window: the receiver takes new payload bytes as long as their running total since the
-//!   handshake stays within it, modulo 2^32 (the handshake's `rwnd` is the window size, which
-//!   is the first edge). An absolute edge cannot be shrunk by an older ACK overtaking a newer
-//!   one on a faster path.
+//!   must not be below the header's `ack_num`. `dsack` is one more than the sequence number of
+//!   a duplicate DATA or FIN that arrived since the previous ACK (a D-SACK, RFC 2883), or 0: it
+//!   tells the sender which of its retransmissions were needless. `rwnd` is the right edge of
+//!   the receive window: the receiver takes new payload bytes as long as their running total
+//!   since the handshake stays within it, modulo 2^32 (the handshake's `rwnd` is the window
+//!   size, which is the first edge). An absolute edge cannot be shrunk by an older ACK
+//!   overtaking a newer one on a faster path.
 //! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
 //! - FIN, RST: empty.
@@ -650,11 +652,12 @@ impl Iterator for EndpointIter<'_> {
     }
 }
 
-/// Body of ACK: echoed timestamp, receive window and selective acknowledgement bitmap.
+/// Body of ACK: duplicate report, receive window and selective acknowledgement bitmap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Sack<'a> {
-    /// Send timestamp (ns) of the packet that triggered this ACK, echoed from it.
-    pub echo_ts: u64,
+    /// D-SACK: one more than the sequence number of a duplicate DATA or FIN received since the
+    /// previous ACK; 0 if none.
+    pub dsack: u64,
     /// Right edge of the receiver's window: new payload bytes since the handshake, mod 2^32.
     pub rwnd: u32,
     /// Sequence number described by bit 0 of the bitmap; not below the header's `ack`.
@@ -665,9 +668,9 @@ pub struct Sack<'a> {
 
 impl<'a> Sack<'a> {
     /// Returns a SACK body.
-    pub const fn new(echo_ts: u64, rwnd: u32, base: u64, bitmap: &'a [u8]) -> Sack<'a> {
+    pub const fn new(dsack: u64, rwnd: u32, base: u64, bitmap: &'a [u8]) -> Sack<'a> {
         Sack {
-            echo_ts,
+            dsack,
             rwnd,
             base,
             bitmap,
@@ -721,7 +724,7 @@ impl<'a> Sack<'a> {
 
     fn write(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
         let len = u16::try_from(self.bitmap.len()).map_err(|_| EncodeError::BadSack)?;
-        w.put(&self.echo_ts.to_be_bytes())?;
+        w.put(&self.dsack.to_be_bytes())?;
         w.put(&self.base.to_be_bytes())?;
         w.put(&self.rwnd.to_be_bytes())?;
         w.put(&len.to_be_bytes())?;
@@ -730,7 +733,7 @@ impl<'a> Sack<'a> {
 
     fn parse(payload: &'a [u8], ack: u64) -> Result<Sack<'a>, DecodeError> {
         let mut r = Reader::new(payload);
-        let echo_ts = r.u64().ok_or(DecodeError::BadSack)?;
+        let dsack = r.u64().ok_or(DecodeError::BadSack)?;
         let base = r.u64().ok_or(DecodeError::BadSack)?;
         let rwnd = r.u32().ok_or(DecodeError::BadSack)?;
         let len = usize::from(r.u16().ok_or(DecodeError::BadSack)?);
@@ -739,7 +742,7 @@ impl<'a> Sack<'a> {
             return Err(DecodeError::BadSack);
         }
         let sack = Sack {
-            echo_ts,
+            dsack,
             rwnd,
             base,
             bitmap,

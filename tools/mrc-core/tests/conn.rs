@@ -948,6 +948,98 @@ fn late_original_cancels_retransmission() {
         .iter()
         .all(|p| kind(p) != PacketType::Data));
     assert!(client.all_acked());
+    assert_eq!(client.stats().spurious_losses, 1, "the loss was needless");
+}
+
+/// Exchanges `n` pairs of 100-byte messages with round trip `rtt`, from `t`; returns the time
+/// after the last one.
+fn round_trips(client: &mut Conn, server: &mut Conn, mut t: u64, rtt: u64, n: usize) -> u64 {
+    for _ in 0..n {
+        let data = send_small(client, 2, t);
+        feed_all(server, t + rtt / 2, &data);
+        let acks = drain(server, t + rtt / 2);
+        feed_all(client, t + rtt, &acks);
+        assert!(client.all_acked());
+        events(server);
+        t += 2 * rtt;
+    }
+    t
+}
+
+/// Runs timers of `c` up to `until`; returns the DATA packets it sent meanwhile (probes are
+/// dropped).
+fn run_timers(c: &mut Conn, now: u64, until: u64) -> Vec<Vec<u8>> {
+    let mut now = now;
+    let mut data = drain(c, now);
+    while let Some(t) = c.next_timeout(now).filter(|&t| t <= until) {
+        now = t.max(now);
+        c.on_timeout(now);
+        data.extend(drain(c, now));
+    }
+    data.retain(|p| kind(p) == PacketType::Data);
+    data
+}
+
+#[test]
+fn needless_rack_retransmissions_widen_the_reorder_window() {
+    let (mut client, mut server) = established();
+    let rtt = 400 * US;
+    // The handshake measured 20 us, so the reorder window is its 50 us floor; the smoothed RTT
+    // becomes 400 us.
+    let t = round_trips(&mut client, &mut server, MS, rtt, 60);
+    let srtt = client.paths().get(0).unwrap().srtt_ns().unwrap();
+    assert!(srtt.abs_diff(rtt) < 2 * US, "srtt {srtt}");
+
+    // Packet 0 comes 60 us after its RTT, later than the window: it is declared lost and
+    // resent, then arrives, and the resent copy arrives as a duplicate.
+    let data = send_small(&mut client, 4, t);
+    feed_all(&mut server, t + rtt / 2, &data[1..]);
+    feed_all(&mut client, t + rtt, &drain(&mut server, t + rtt / 2));
+    let retx = run_timers(&mut client, t + rtt, t + srtt + 60 * US);
+    assert_eq!(client.stats().rack_losses, 1);
+    assert_eq!(retx.len(), 1);
+    let t1 = t + srtt + 60 * US;
+    feed(&mut server, t1, &data[0]);
+    feed_all(&mut client, t1, &drain(&mut server, t1));
+    assert!(client.all_acked());
+    assert_eq!(client.stats().spurious_losses, 0);
+    for p in &retx {
+        feed(&mut server, t1 + 10 * US, p);
+    }
+    assert_eq!(server.stats().duplicates, 1);
+    let acks = drain(&mut server, t1 + 10 * US);
+    assert!(!acks.is_empty(), "a duplicate is acknowledged at once");
+    feed_all(&mut client, t1 + 20 * US, &acks);
+    assert_eq!(client.stats().spurious_losses, 1, "the D-SACK names it");
+
+    // The same lateness again: the window has doubled to 100 us, so nothing is resent.
+    let t2 = t1 + MS;
+    let data = send_small(&mut client, 4, t2);
+    feed_all(&mut server, t2 + rtt / 2, &data[1..]);
+    feed_all(&mut client, t2 + rtt, &drain(&mut server, t2 + rtt / 2));
+    let t3 = t2 + srtt + 60 * US;
+    assert!(run_timers(&mut client, t2 + rtt, t3).is_empty());
+    assert_eq!(client.stats().rack_losses, 1, "no second loss declared");
+    feed(&mut server, t3, &data[0]);
+    feed_all(&mut client, t3, &drain(&mut server, t3));
+    assert!(client.all_acked());
+    assert_eq!(client.stats().retransmits, 1);
+
+    // Two seconds later the window has decayed to its floor again.
+    let t4 = t3 + 2_100 * MS;
+    let t4 = round_trips(&mut client, &mut server, t4, rtt, 1);
+    let data = send_small(&mut client, 4, t4);
+    feed_all(&mut server, t4 + rtt / 2, &data[1..]);
+    feed_all(&mut client, t4 + rtt, &drain(&mut server, t4 + rtt / 2));
+    assert_eq!(
+        run_timers(&mut client, t4 + rtt, t4 + srtt + 60 * US).len(),
+        1
+    );
+    assert_eq!(
+        client.stats().rack_losses,
+        2,
+        "declared lost with the base window"
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ enum OwnedBody {
     Syn(u64, u32, u16, u16, Vec<Endpoint>),
     /// initial_seq, rwnd, src_port, dst_port, endpoints.
     SynAck(u64, u32, u16, u16, Vec<Endpoint>),
-    /// echo_ts, rwnd, offset of base above ack, bitmap.
+    /// dsack, rwnd, offset of base above ack, bitmap.
     Ack(u64, u32, u64, Vec<u8>),
     Data(Vec<u8>),
     Fin,
