@@ -94,6 +94,11 @@ pub trait CongestionControl {
     /// Notes that `bytes_lost` were declared lost.
     fn on_loss(&mut self, now_ns: u64, bytes_lost: u32);
 
+    /// Notes that one loss reported by [`on_loss`](CongestionControl::on_loss) was needless:
+    /// the packet arrived after all. Once every loss since the latest loss-driven decrease has
+    /// proven needless, the decrease is undone, as TCP undoes one on D-SACK.
+    fn on_needless_loss(&mut self) {}
+
     /// Notes a retransmission timeout: everything outstanding is presumed lost.
     fn on_rto(&mut self, now_ns: u64);
 
@@ -168,6 +173,10 @@ struct Window {
     min_rtt_stamp_ns: u64,
     /// No decrease and no growth before this time: see the module doc.
     hold_until_ns: u64,
+    /// Window before the latest decrease for loss, while it may be undone; 0 if none.
+    undo_cwnd: u32,
+    /// Losses since that decrease not yet proven needless.
+    undo_losses: u16,
 }
 
 fn clamp_rtt(rtt_ns: u64) -> u32 {
@@ -195,6 +204,8 @@ impl Window {
             min_rtt_ns: 0,
             min_rtt_stamp_ns: 0,
             hold_until_ns: 0,
+            undo_cwnd: 0,
+            undo_losses: 0,
         }
     }
 
@@ -306,9 +317,38 @@ impl Window {
         self.ssthresh = new;
         self.ca_acc = 0;
         self.hold_until_ns = now_ns.saturating_add(u64::from(self.srtt_or_initial()));
+        self.undo_cwnd = 0;
+    }
+
+    /// A loss: halves the window at most once per RTT, remembering the window before the cut
+    /// for [`Window::on_needless_loss`].
+    fn on_loss(&mut self, now_ns: u64) {
+        if self.may_decrease(now_ns) {
+            let before = self.cwnd;
+            self.decrease(now_ns, Q10 / 2);
+            self.undo_cwnd = before;
+            self.undo_losses = 1;
+        } else if self.undo_cwnd != 0 {
+            self.undo_losses = self.undo_losses.saturating_add(1);
+        }
+    }
+
+    /// One loss proved needless: the cut is undone once all of its losses have. The window
+    /// comes back, and congestion avoidance goes on from it.
+    fn on_needless_loss(&mut self) {
+        if self.undo_cwnd == 0 {
+            return;
+        }
+        self.undo_losses = self.undo_losses.saturating_sub(1);
+        if self.undo_losses == 0 {
+            self.cwnd = self.cwnd.max(self.undo_cwnd);
+            self.ssthresh = self.ssthresh.max(self.undo_cwnd);
+            self.undo_cwnd = 0;
+        }
     }
 
     fn on_rto(&mut self, now_ns: u64) {
+        self.undo_cwnd = 0;
         self.ssthresh = (self.cwnd / 2).max(self.min_cwnd());
         self.cwnd = self.min_cwnd();
         self.ca_acc = 0;
@@ -384,7 +424,11 @@ impl CongestionControl for Reno {
 
     fn on_loss(&mut self, now_ns: u64, bytes_lost: u32) {
         self.w.on_gone(bytes_lost);
-        self.congestion(now_ns);
+        self.w.on_loss(now_ns);
+    }
+
+    fn on_needless_loss(&mut self) {
+        self.w.on_needless_loss();
     }
 
     fn on_rto(&mut self, now_ns: u64) {
@@ -622,9 +666,11 @@ impl CongestionControl for Delay {
 
     fn on_loss(&mut self, now_ns: u64, bytes_lost: u32) {
         self.w.on_gone(bytes_lost);
-        if self.w.may_decrease(now_ns) {
-            self.w.decrease(now_ns, Q10 / 2);
-        }
+        self.w.on_loss(now_ns);
+    }
+
+    fn on_needless_loss(&mut self) {
+        self.w.on_needless_loss();
     }
 
     fn on_rto(&mut self, now_ns: u64) {
@@ -713,6 +759,13 @@ impl CongestionControl for Cc {
         match self {
             Cc::Reno(c) => c.on_loss(now_ns, bytes_lost),
             Cc::Delay(c) => c.on_loss(now_ns, bytes_lost),
+        }
+    }
+
+    fn on_needless_loss(&mut self) {
+        match self {
+            Cc::Reno(c) => c.on_needless_loss(),
+            Cc::Delay(c) => c.on_needless_loss(),
         }
     }
 

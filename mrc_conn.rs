@@ -2403,9 +2403,11 @@ impl Conn {
     }
 
     /// A RACK loss on `path` proved needless: the path reorders more than its window allows.
-    /// The window doubles, at most once per round trip.
+    /// The window doubles, at most once per round trip, and the path's congestion controller
+    /// may undo its cut.
     fn on_spurious_loss(&mut self, now_ns: u64, path: PathIdx) {
         self.stats.spurious_losses = self.stats.spurious_losses.saturating_add(1);
+        self.paths.on_needless_loss(path);
         let mult = self.reorder_mult(path, now_ns);
         let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
         let Some(r) = self.reorder.get_mut(path) else {

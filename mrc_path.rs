@@ -981,6 +981,16 @@ impl PathTable {
         None
     }
 
+    /// Reports that one loss [`PathTable::on_loss`] was told of proved needless: the packet
+    /// arrived after all. Its congestion controller may undo its decrease, and the loss no
+    /// longer counts towards a loss burst.
+    pub fn on_needless_loss(&mut self, idx: PathIdx) {
+        if let Some(p) = self.get_mut(idx) {
+            p.cc.on_needless_loss();
+            p.consecutive_losses = p.consecutive_losses.saturating_sub(1);
+        }
+    }
+
     /// Reports a retransmission timeout on a path to its congestion controller.
     ///
     /// The lost packets themselves are reported with [`PathTable::on_loss`].

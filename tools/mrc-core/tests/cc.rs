@@ -289,6 +289,56 @@ fn delay_loss_halves_and_rto_restarts() {
     assert!(cc.in_slow_start());
 }
 
+/// Grows a controller of `kind` to 40 MSS, declares `losses` packets of one window lost and
+/// then proves `needless` of them needless; returns the window before and after.
+fn cut_then_undo(kind: CcKind, losses: u32, needless: u32) -> (u32, u32) {
+    let mut cc = Cc::new(kind, MSS);
+    let rtt = 100 * US;
+    let mut now = 0;
+    while cc.cwnd() < 40 * MSS {
+        now = round(&mut cc, now, rtt, false);
+    }
+    let before = cc.cwnd();
+    for i in 0..losses {
+        cc.on_loss(now + u64::from(i), MSS);
+    }
+    assert!(cc.cwnd() < before, "{kind:?}: a loss cuts the window");
+    for _ in 0..needless {
+        cc.on_needless_loss();
+    }
+    (before, cc.cwnd())
+}
+
+#[test]
+fn needless_losses_undo_the_cut() {
+    for kind in [CcKind::Reno, CcKind::Delay] {
+        let (before, after) = cut_then_undo(kind, 3, 3);
+        assert_eq!(after, before, "{kind:?}: every loss was needless");
+        let (before, after) = cut_then_undo(kind, 3, 2);
+        assert_eq!(after, before / 2, "{kind:?}: one loss may be real");
+        // Nothing to undo: a needless loss reported without a cut changes nothing.
+        let mut cc = Cc::new(kind, MSS);
+        cc.on_needless_loss();
+        assert_eq!(cc.cwnd(), 10 * MSS);
+    }
+    // A timeout after the cut is not undone.
+    let mut cc = Reno::new(MSS);
+    let now = round(&mut cc, 0, 100 * US, false);
+    cc.on_loss(now, MSS);
+    cc.on_rto(now + 10 * MS);
+    cc.on_needless_loss();
+    assert_eq!(cc.cwnd(), 2 * MSS);
+    // Nor is a decrease for ECN that came after it.
+    let mut cc = Reno::new(MSS);
+    let now = round(&mut cc, 0, 100 * US, false);
+    cc.on_loss(now, MSS);
+    assert_eq!(cc.cwnd(), 10 * MSS);
+    let now = round(&mut cc, now + 100 * US, 100 * US, true);
+    assert_eq!(cc.cwnd(), 5 * MSS);
+    cc.on_needless_loss();
+    assert_eq!(cc.cwnd(), 5 * MSS, "{now}");
+}
+
 #[test]
 fn delay_min_cwnd_under_persistent_congestion() {
     let mut cc = Delay::new(MSS);

@@ -982,13 +982,18 @@ fn run_timers(c: &mut Conn, now: u64, until: u64) -> Vec<Vec<u8>> {
 
 #[test]
 fn needless_rack_retransmissions_widen_the_reorder_window() {
-    let (mut client, mut server) = established();
+    // Reno, whose window the longer RTT below does not shrink as the delay controller's.
+    let mut cfg = ConnConfig::default();
+    cfg.path.cc = CcKind::Reno;
+    let (mut client, mut server) = established_with(cfg, ConnConfig::default());
     let rtt = 400 * US;
     // The handshake measured 20 us, so the reorder window is its 50 us floor; the smoothed RTT
     // becomes 400 us.
     let t = round_trips(&mut client, &mut server, MS, rtt, 60);
     let srtt = client.paths().get(0).unwrap().srtt_ns().unwrap();
     assert!(srtt.abs_diff(rtt) < 2 * US, "srtt {srtt}");
+
+    let cwnd = client.paths().get(0).unwrap().cwnd();
 
     // Packet 0 comes 60 us after its RTT, later than the window: it is declared lost and
     // resent, then arrives, and the resent copy arrives as a duplicate.
@@ -1011,6 +1016,10 @@ fn needless_rack_retransmissions_widen_the_reorder_window() {
     assert!(!acks.is_empty(), "a duplicate is acknowledged at once");
     feed_all(&mut client, t1 + 20 * US, &acks);
     assert_eq!(client.stats().spurious_losses, 1, "the D-SACK names it");
+    assert!(
+        client.paths().get(0).unwrap().cwnd() >= cwnd,
+        "the congestion window cut for the loss is undone"
+    );
 
     // The same lateness again: the window has doubled to 100 us, so nothing is resent.
     let t2 = t1 + MS;
