@@ -69,7 +69,7 @@
 //! [`ConnConfig::reorder_min_ns`]). A loss that proves needless (the receiver reports the
 //! retransmission as a duplicate in a D-SACK, or the original is acknowledged before the
 //! retransmission leaves) doubles that path's window, up to its smoothed RTT; the window
-//! halves again after each second without one (RFC 8985, 6.2). A retransmission timeout (RFC
+//! halves again after each 8 s without one (RFC 8985, 6.2). A retransmission timeout (RFC
 //! 6298 estimators kept per path by `mrc_path`, at least 5/4 of the path's largest recent RTT
 //! sample, exponential backoff capped at the largest RTO) is the last resort. The connection
 //! fails with [`ConnError::TimedOut`] only when it has waited [`ConnConfig::user_timeout_ns`]
@@ -138,8 +138,10 @@ const RACK_LOST_RING: usize = 32;
 /// Largest multiple of the base reorder window a path's window grows to.
 const REORDER_MULT_MAX: u8 = 64;
 
-/// A widened reorder window halves after each such period without a needless retransmission.
-const REORDER_DECAY_NS: u64 = 1_000_000_000;
+/// A widened reorder window halves after each such period without a needless retransmission:
+/// long enough to outlast the bursts of reordering a busy host causes, as RFC 8985 keeps its
+/// multiplier for 16 recoveries.
+const REORDER_DECAY_NS: u64 = 8_000_000_000;
 
 /// Smallest buffer [`Conn::poll_transmit`] accepts: room for any control packet.
 pub const MIN_TX_BUF: usize = MAX_CONTROL_PACKET_LEN;
