@@ -229,15 +229,10 @@ if [ "$late" != gone ]; then
 		"$(echo "$ev" | cut -d' ' -f5)"
 	mrc_check "monitor: the blackholed EV's path failed" ev-failed "$(echo "$ev" | cut -d' ' -f6)"
 fi
-# On the loaded debug VM a path of an untouched plane sometimes fails too
-# (seen: the handshake's path): a false detection not yet understood, so
-# it is reported and skipped rather than passed.
-others=$(echo "$ev" | cut -d' ' -f7)
-if [ "$others" = "others-failed=none" ]; then
-	mrc_ok "monitor: no other path failed"
-else
-	mrc_skip "monitor: paths of untouched planes failed too ($others): false detection under load"
-fi
+# No path of an untouched plane may fail: the failure detector must tell a
+# dead plane from a host too busy to answer in time (the stalls modelled by
+# the core's cpu_sim test) and from packets reordered on the way.
+mrc_check "monitor: no other path failed" others-failed=none "$(echo "$ev" | cut -d' ' -f7)"
 
 # Planes back to normal.
 tc -n "$B" qdisc change dev vb3 parent 1:1 handle 10: netem delay 1ms
