@@ -300,16 +300,59 @@ fi
 # closes connections to x as fast as it can while each side dumps its
 # table 5 times. A dump resumes by session key, so every held connection is
 # listed exactly once, with all its paths, in every dump, torn or not.
+# Each step is bounded: a process still running after 60 s is reported with
+# where it sleeps (its kernel stack; the churn client adds its Python stack)
+# and killed, so that a hang fails this check instead of the whole test.
+hung=
+# hang_report PID WHAT: reports a process that did not finish and kills it.
+hang_report() {
+	hung+=" $2"
+	{
+		echo "# $2 (pid $1) still running after 60 s: state" \
+			"$(awk '/^State/ { print $2 }' "/proc/$1/status"), wchan $(cat "/proc/$1/wchan" 2>/dev/null)"
+		sed 's/^/#   /' "/proc/$1/stack" 2>/dev/null
+	} >>"$tmp/hangs"
+	kill -USR1 "$1" 2>/dev/null
+	sleep 1
+	kill -9 "$1" 2>/dev/null
+}
+# alive PID: the process has not exited (a zombie has).
+alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+gone() { ! alive "$1"; }
+# bounded WHAT COMMAND...: runs the command for at most 60 s.
+bounded() {
+	local what=$1 pid deadline=$((SECONDS + 60))
+	shift
+	"$@" &
+	pid=$!
+	while alive "$pid" && [ $SECONDS -lt $deadline ]; do
+		sleep 0.2
+	done
+	if alive "$pid"; then
+		# Not waited for: a process stuck in the kernel may not die.
+		hang_report "$pid" "$what"
+		return 1
+	fi
+	wait "$pid"
+}
 ip netns exec "$y" $MRC_UTIL churn 10.79.1.1 9000 >"$tmp/churn" 2>&1 &
 chpid=$!
 mrc_wait_for 120 grep -q churning "$tmp/churn"
 for i in 1 2 3 4 5; do
-	ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/churn-x$i" 2>>"$tmp/churn-err"
-	ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/churn-y$i" 2>>"$tmp/churn-err"
+	bounded "dump x$i" ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/churn-x$i" 2>>"$tmp/churn-err"
+	bounded "dump y$i" ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/churn-y$i" 2>>"$tmp/churn-err"
 done
 kill "$chpid"
-wait "$chpid"
-mrc_check "churn: every connection opened and sent its message" 0 "$?"
+if mrc_wait_for 60 gone "$chpid"; then
+	wait "$chpid"
+	mrc_check "churn: every connection opened and sent its message" 0 "$?"
+else
+	hang_report "$chpid" "churn client after SIGTERM"
+	mrc_fail "churn: the client did not stop"
+fi
+[ -f "$tmp/hangs" ] && cat "$tmp/hangs"
+grep -A 30 '^Current thread\|^Thread 0x' "$tmp/churn" | sed 's/^/#   /'
+mrc_check "churn: no dump and no churn step hung" "" "$hung"
 grep -m 3 '^churn connection' "$tmp/churn" | sed 's/^/# /'
 read -r listed torn others <<<"$($MRC_PY - "$tmp" "$(got 'y2 sessions')" "$npath" <<'PY'
 import glob, json, sys

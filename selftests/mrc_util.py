@@ -9,6 +9,7 @@ import argparse
 import ctypes
 import hashlib
 import errno
+import faulthandler
 import os
 import select
 import selectors
@@ -796,6 +797,8 @@ def cmd_churn(args):
     closes it, again and again; prints how many it opened. Exits 1 if any
     connect or send failed."""
     stop = stop_flag()
+    # SIGUSR1 prints where the client is, should it ever stop making progress.
+    faulthandler.register(signal.SIGUSR1, file=sys.stdout, all_threads=True)
     n = failed = 0
     sigs = {signal.SIGTERM, signal.SIGINT}
     while not stop:
