@@ -88,7 +88,7 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 121 KiB on a 64-bit target (the path table alone is about 60 KiB, the send
+//! A `Conn` is about 135 KiB on a 64-bit target (the path table alone is about 72 KiB, the send
 //! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
 //! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
 //! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
@@ -677,7 +677,7 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 121 KiB; keep it on the heap.
+/// See the module documentation for how the glue drives it. About 135 KiB; keep it on the heap.
 #[derive(Clone, Debug)]
 pub struct Conn {
     cfg: ConnConfig,
@@ -885,7 +885,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 121 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 135 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();
