@@ -2415,12 +2415,9 @@ impl Conn {
         let Some(r) = self.reorder.get_mut(path) else {
             return;
         };
-        if r.mult <= 1 || now_ns.saturating_sub(r.since_ns) >= srtt {
-            let doubled = mult.saturating_mul(2).min(u64::from(REORDER_MULT_MAX));
-            r.mult = u8::try_from(doubled).unwrap_or(REORDER_MULT_MAX);
-        } else {
-            r.mult = u8::try_from(mult).unwrap_or(REORDER_MULT_MAX);
-        }
+        let grow = r.mult <= 1 || now_ns.saturating_sub(r.since_ns) >= srtt;
+        let next = if grow { mult.saturating_mul(2) } else { mult };
+        r.mult = u8::try_from(next.min(u64::from(REORDER_MULT_MAX))).unwrap_or(REORDER_MULT_MAX);
         r.since_ns = now_ns;
     }
 

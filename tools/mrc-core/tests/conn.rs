@@ -966,6 +966,15 @@ fn round_trips(client: &mut Conn, server: &mut Conn, mut t: u64, rtt: u64, n: us
     t
 }
 
+/// Sends four messages at `t`; the last three arrive and are acknowledged with round trip
+/// `rtt`, the first is held back. Returns the four packets.
+fn first_held_back(client: &mut Conn, server: &mut Conn, t: u64, rtt: u64) -> Vec<Vec<u8>> {
+    let data = send_small(client, 4, t);
+    feed_all(server, t + rtt / 2, &data[1..]);
+    feed_all(client, t + rtt, &drain(server, t + rtt / 2));
+    data
+}
+
 /// Runs timers of `c` up to `until`; returns the DATA packets it sent meanwhile (probes are
 /// dropped).
 fn run_timers(c: &mut Conn, now: u64, until: u64) -> Vec<Vec<u8>> {
@@ -997,9 +1006,7 @@ fn needless_rack_retransmissions_widen_the_reorder_window() {
 
     // Packet 0 comes 60 us after its RTT, later than the window: it is declared lost and
     // resent, then arrives, and the resent copy arrives as a duplicate.
-    let data = send_small(&mut client, 4, t);
-    feed_all(&mut server, t + rtt / 2, &data[1..]);
-    feed_all(&mut client, t + rtt, &drain(&mut server, t + rtt / 2));
+    let data = first_held_back(&mut client, &mut server, t, rtt);
     let retx = run_timers(&mut client, t + rtt, t + srtt + 60 * US);
     assert_eq!(client.stats().rack_losses, 1);
     assert_eq!(retx.len(), 1);
@@ -1023,9 +1030,7 @@ fn needless_rack_retransmissions_widen_the_reorder_window() {
 
     // The same lateness again: the window has doubled to 100 us, so nothing is resent.
     let t2 = t1 + MS;
-    let data = send_small(&mut client, 4, t2);
-    feed_all(&mut server, t2 + rtt / 2, &data[1..]);
-    feed_all(&mut client, t2 + rtt, &drain(&mut server, t2 + rtt / 2));
+    let data = first_held_back(&mut client, &mut server, t2, rtt);
     let t3 = t2 + srtt + 60 * US;
     assert!(run_timers(&mut client, t2 + rtt, t3).is_empty());
     assert_eq!(client.stats().rack_losses, 1, "no second loss declared");
@@ -1037,9 +1042,7 @@ fn needless_rack_retransmissions_widen_the_reorder_window() {
     // Eight seconds later the window has decayed to its floor again.
     let t4 = t3 + 8_100 * MS;
     let t4 = round_trips(&mut client, &mut server, t4, rtt, 1);
-    let data = send_small(&mut client, 4, t4);
-    feed_all(&mut server, t4 + rtt / 2, &data[1..]);
-    feed_all(&mut client, t4 + rtt, &drain(&mut server, t4 + rtt / 2));
+    first_held_back(&mut client, &mut server, t4, rtt);
     assert_eq!(
         run_timers(&mut client, t4 + rtt, t4 + srtt + 60 * US).len(),
         1
