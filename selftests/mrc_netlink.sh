@@ -97,7 +97,7 @@ case "$out" in
 esac
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
-		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --do param-get --output-json 2>&1 |
+		--no-schema --do param-get --output-json 2>&1 |
 		$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(d["heartbeat-ms"], d["cc"])' 2>&1)
 	mrc_check "ynl cli.py param-get" "5 reno" "$out"
 fi
@@ -130,13 +130,15 @@ case "$out" in *"table full"*) mrc_ok "full table: extack message shown" ;; *) m
 mrc_check "endpoint dump lists all 16" 16 "$(eps "$b" | wc -w)"
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
-		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --dump endpoint-get --output-json 2>&1 |
+		--no-schema --dump endpoint-get --output-json 2>&1 |
 		$MRC_PY -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)
 	mrc_check "ynl cli.py endpoint-get dump" 16 "$out"
 fi
 
 # Live connections, in namespaces of their own: y opens $nconn connections
-# to x and keeps sending on them, over two planes (two veth pairs, both
+# to x and sends 16 KiB on each five times a second (no faster: a
+# sender as fast as it can leaves the debug VM no CPU for the dumps and
+# commands below, which then take minutes), over two planes (two veth pairs, both
 # offered as endpoints on both sides), so every connection has 2 x 4 paths
 # (ev_per_plane 4) plus the handshake's path, seen from either end. c has
 # the module but no connection.
@@ -159,7 +161,7 @@ done
 ip netns exec "$x" $MRC_UTIL hold-server 10.79.1.1 9000 "$nconn" --timeout 60 >"$tmp/server" 2>&1 &
 spid=$!
 mrc_wait_for 120 grep -q listening "$tmp/server"
-ip netns exec "$y" $MRC_UTIL hold-client 10.79.1.1 9000 "$nconn" --send 16384 --cookies >"$tmp/client" 2>&1 &
+ip netns exec "$y" $MRC_UTIL hold-client 10.79.1.1 9000 "$nconn" --send 16384 --every 0.2 --cookies >"$tmp/client" 2>&1 &
 cpid=$!
 mrc_wait_for 120 grep -q "^cookies" "$tmp/client"
 mrc_check "$nconn connections up" "up $nconn of $nconn" "$(grep -o "^up [0-9]* of [0-9]*" "$tmp/client")"
@@ -296,71 +298,67 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 	esac
 fi
 
-# The churn step below hung in three of the last six full runs (the test
-# ran into its timeout inside it); until that is understood it runs only
-# with MRC_CHURN=1.
-if [ "${MRC_CHURN:-0}" = 1 ]; then
-	# Dumps while connections open and close: in y a churn client opens and
-	# closes connections to x as fast as it can while each side dumps its
-	# table 5 times. A dump resumes by session key, so every held connection is
-	# listed exactly once, with all its paths, in every dump, torn or not.
-	# Each step is bounded: a process still running after 20 s is reported at
-	# once with where it sleeps (its kernel stack; the churn client adds its
-	# Python stack) and killed, so that a hang fails this check instead of the
-	# whole test.
-	hung=
-	exec 3>&1
-	# hang_report PID WHAT: reports a process that did not finish and kills it.
-	hang_report() {
-		hung+=" $2"
-		{
-			echo "# $2 (pid $1) still running after 20 s: state" \
-				"$(awk '/^State/ { print $2 }' "/proc/$1/status"), wchan $(cat "/proc/$1/wchan" 2>/dev/null)"
-			sed 's/^/#   /' "/proc/$1/stack" 2>/dev/null
-		} >&3
-		kill -USR1 "$1" 2>/dev/null
-		sleep 1
-		kill -9 "$1" 2>/dev/null
-	}
-	# alive PID: the process has not exited (a zombie has).
-	alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-	gone() { ! alive "$1"; }
-	# bounded WHAT COMMAND...: runs the command for at most 20 s.
-	bounded() {
-		local what=$1 pid deadline=$((SECONDS + 20))
-		shift
-		"$@" &
-		pid=$!
-		while alive "$pid" && [ $SECONDS -lt $deadline ]; do
-			sleep 0.2
-		done
-		if alive "$pid"; then
-			# Not waited for: a process stuck in the kernel may not die.
-			hang_report "$pid" "$what"
-			return 1
-		fi
-		wait "$pid"
-	}
-	ip netns exec "$y" $MRC_UTIL churn 10.79.1.1 9000 >"$tmp/churn" 2>&1 &
-	chpid=$!
-	mrc_wait_for 120 grep -q churning "$tmp/churn"
-	echo "# churning from ${SECONDS}s: $(head -c 200 "$tmp/churn" | tr '\n' ' ')"
-	for i in 1 2 3 4 5; do
-		bounded "dump x$i" ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/churn-x$i" 2>>"$tmp/churn-err"
-		bounded "dump y$i" ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/churn-y$i" 2>>"$tmp/churn-err"
+# Dumps while connections open and close: in y a churn client opens and
+# closes connections to x as fast as it can while each side dumps its
+# table 5 times. A dump resumes by session key, so every held connection is
+# listed exactly once, with all its paths, in every dump, torn or not.
+# Each step is bounded: a process still running after 20 s is reported at
+# once with where it sleeps (its kernel stack; the churn client adds its
+# Python stack) and killed, so that a hang fails this check instead of the
+# whole test.
+hung=
+exec 3>&1
+# hang_report PID WHAT: reports a process that did not finish and kills it.
+hang_report() {
+	hung+=" $2"
+	{
+		echo "# $2 (pid $1) still running after 20 s: state" \
+			"$(awk '/^State/ { print $2 }' "/proc/$1/status"), wchan $(cat "/proc/$1/wchan" 2>/dev/null)"
+		sed 's/^/#   /' "/proc/$1/stack" 2>/dev/null
+	} >&3
+	kill -USR1 "$1" 2>/dev/null
+	sleep 1
+	kill -9 "$1" 2>/dev/null
+}
+# alive PID: the process has not exited (a zombie has).
+alive() { [ -r "/proc/$1/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+gone() { ! alive "$1"; }
+# bounded WHAT COMMAND...: runs the command for at most 20 s.
+bounded() {
+	local what=$1 pid deadline=$((SECONDS + 20))
+	shift
+	"$@" &
+	pid=$!
+	while alive "$pid" && [ $SECONDS -lt $deadline ]; do
+		sleep 0.2
 	done
-	kill "$chpid"
-	if mrc_wait_for 20 gone "$chpid"; then
-		wait "$chpid"
-		mrc_check "churn: every connection opened and sent its message" 0 "$?"
-	else
-		hang_report "$chpid" "churn client after SIGTERM"
-		mrc_fail "churn: the client did not stop"
+	if alive "$pid"; then
+		# Not waited for: a process stuck in the kernel may not die.
+		hang_report "$pid" "$what"
+		return 1
 	fi
-	grep -A 30 '^Current thread\|^Thread 0x' "$tmp/churn" | sed 's/^/#   /'
-	mrc_check "churn: no dump and no churn step hung" "" "$hung"
-	grep -m 3 '^churn connection' "$tmp/churn" | sed 's/^/# /'
-	read -r listed torn others <<<"$($MRC_PY - "$tmp" "$(got 'y2 sessions')" "$npath" <<'PY'
+	wait "$pid"
+}
+ip netns exec "$y" $MRC_UTIL churn 10.79.1.1 9000 >"$tmp/churn" 2>&1 &
+chpid=$!
+mrc_wait_for 120 grep -q churning "$tmp/churn"
+echo "# churning from ${SECONDS}s: $(head -c 200 "$tmp/churn" | tr '\n' ' ')"
+for i in 1 2 3 4 5; do
+	bounded "dump x$i" ip netns exec "$x" "$MRC_STATUS" --json conns >"$tmp/churn-x$i" 2>>"$tmp/churn-err"
+	bounded "dump y$i" ip netns exec "$y" "$MRC_STATUS" --json conns >"$tmp/churn-y$i" 2>>"$tmp/churn-err"
+done
+kill "$chpid"
+if mrc_wait_for 20 gone "$chpid"; then
+	wait "$chpid"
+	mrc_check "churn: every connection opened and sent its message" 0 "$?"
+else
+	hang_report "$chpid" "churn client after SIGTERM"
+	mrc_fail "churn: the client did not stop"
+fi
+grep -A 30 '^Current thread\|^Thread 0x' "$tmp/churn" | sed 's/^/#   /'
+mrc_check "churn: no dump and no churn step hung" "" "$hung"
+grep -m 3 '^churn connection' "$tmp/churn" | sed 's/^/# /'
+read -r listed torn others <<<"$($MRC_PY - "$tmp" "$(got 'y2 sessions')" "$npath" <<'PY'
 import glob, json, sys
 tmp, held, npath = sys.argv[1], sys.argv[2].split(), int(sys.argv[3])
 bad, torn, others = [], 0, 0
@@ -379,13 +377,10 @@ for f in sorted(glob.glob(f"{tmp}/churn-[xy][0-9]")):
     others += sum(c["session_id"] not in held for c in conns)
 print(",".join(bad) or "once-each", torn, others)
 PY
-	)"
-	mrc_check "churn: each held connection listed once with $npath paths in all 10 dumps" once-each "$listed"
-	echo "# churn: $(tail -n 1 "$tmp/churn"); $torn of 10 dumps torn after 5 tries," \
-		"$others listings of churning connections; stderr: $(sort -u "$tmp/churn-err" | head -n 2)"
-else
-	mrc_skip "churn: dumps while connections open and close hang in 3 of the last 6 runs, not yet understood (MRC_CHURN=1 runs them)"
-fi
+)"
+mrc_check "churn: each held connection listed once with $npath paths in all 10 dumps" once-each "$listed"
+echo "# churn: $(tail -n 1 "$tmp/churn"); $torn of 10 dumps torn after 5 tries," \
+	"$others listings of churning connections; stderr: $(sort -u "$tmp/churn-err" | head -n 2)"
 
 # Closing: every connection ends on both sides.
 kill "$cpid"

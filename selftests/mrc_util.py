@@ -835,8 +835,9 @@ def cmd_churn(args):
 def cmd_hold_client(args):
     """Opens COUNT connections one after the other, up to the first that
     fails, and prints "up N of COUNT" (and with --cookies, their SO_COOKIE
-    values); with --send, sends messages of that size to each in turn, else
-    stays idle; closes them all on SIGTERM or SIGINT. Exits 1 if not all
+    values); with --send, sends messages of that size to each in turn (a
+    round every --every seconds, else as fast as it can), else stays idle;
+    closes them all on SIGTERM or SIGINT. Exits 1 if not all
     COUNT connections opened."""
     raise_nofile(args.count + 64)
     t0 = time.monotonic()
@@ -869,6 +870,8 @@ def cmd_hold_client(args):
                     pass
                 if stop:
                     break
+            if args.every and not stop:
+                time.sleep(args.every)
     else:
         wait_for_stop()
     for s in socks:
@@ -933,6 +936,7 @@ def main():
     c.add_argument("port", type=int)
     c.add_argument("count", type=int)
     c.add_argument("--send", type=int, default=0, metavar="BYTES")
+    c.add_argument("--every", type=float, default=0, metavar="SECONDS")
     c.add_argument("--progress", type=int, default=0, metavar="EVERY")
     c.add_argument("--cookies", action="store_true")
     c.set_defaults(fn=cmd_hold_client)
