@@ -88,7 +88,7 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 137 KiB on a 64-bit target (the path table alone is about 72 KiB, the send
+//! A `Conn` is about 135 KiB on a 64-bit target (the path table alone is about 72 KiB, the send
 //! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
 //! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
 //! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
@@ -677,7 +677,7 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 137 KiB; keep it on the heap.
+/// See the module documentation for how the glue drives it. About 135 KiB; keep it on the heap.
 #[derive(Clone, Debug)]
 pub struct Conn {
     cfg: ConnConfig,
@@ -744,8 +744,6 @@ pub struct Conn {
     /// The latest window probe, while it may still be outstanding.
     wprobe_seq: Option<u64>,
     rack_order: [u64; MAX_PATHS],
-    /// RACK.rtt of each path: the RTT of its most recently sent packet that was delivered.
-    rack_rtt: [u64; MAX_PATHS],
     rack_deadline: Option<u64>,
     /// Reorder window of each path.
     reorder: [Reorder; MAX_PATHS],
@@ -846,7 +844,6 @@ fn conn_fields_are_initialised(c: &Conn) {
         persist_probe: _,
         wprobe_seq: _,
         rack_order: _,
-        rack_rtt: _,
         rack_deadline: _,
         reorder: _,
         rack_lost: _,
@@ -888,7 +885,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 137 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 135 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();
@@ -973,10 +970,8 @@ impl Conn {
             addr_of_mut!((*p).persist_probe).write(false);
             addr_of_mut!((*p).wprobe_seq).write(None);
             let rack_order = addr_of_mut!((*p).rack_order).cast::<u64>();
-            let rack_rtt = addr_of_mut!((*p).rack_rtt).cast::<u64>();
             for i in 0..MAX_PATHS {
                 rack_order.add(i).write(0);
-                rack_rtt.add(i).write(0);
             }
             addr_of_mut!((*p).rack_deadline).write(None);
             let reorder = addr_of_mut!((*p).reorder).cast::<Reorder>();
@@ -1141,9 +1136,6 @@ impl Conn {
             seq = seq.saturating_add(1);
         }
         if let Some(r) = self.rack_order.get_mut(idx) {
-            *r = 0;
-        }
-        if let Some(r) = self.rack_rtt.get_mut(idx) {
             *r = 0;
         }
         if let Some(r) = self.reorder.get_mut(idx) {
@@ -2269,12 +2261,7 @@ impl Conn {
                             .unwrap_or(0);
                 if plausible {
                     if let Some(r) = self.rack_order.get_mut(path) {
-                        if slot.tx_order >= *r {
-                            *r = slot.tx_order;
-                            if let Some(t) = self.rack_rtt.get_mut(path) {
-                                *t = sample;
-                            }
-                        }
+                        *r = (*r).max(slot.tx_order);
                     }
                 }
             }
@@ -2448,9 +2435,8 @@ impl Conn {
     }
 
     /// RACK: declares lost every packet in flight that was sent before an acknowledged packet
-    /// on the same path and is older than that path's RACK.rtt (RFC 8985: the RTT of its most
-    /// recently sent packet that was delivered) plus the reorder window; arms the reorder timer
-    /// for the ones that are not old enough yet.
+    /// on the same path and is older than that path's RTT plus the reorder window; arms the
+    /// reorder timer for the ones that are not old enough yet.
     fn detect_losses(&mut self, now_ns: u64) {
         self.rack_deadline = None;
         let mut seq = self.snd_una;
@@ -2460,13 +2446,14 @@ impl Conn {
                 let path = usize::from(slot.path);
                 let newest = self.rack_order.get(path).copied().unwrap_or(0);
                 if slot.tx_order < newest {
-                    // RACK.rtt rather than the smoothed RTT: after a stall of this host the
-                    // newest delivered packet's RTT includes the stall, so packets sent just
-                    // before it are not all declared lost the moment the first ack is read.
-                    let rtt = self.rack_rtt.get(path).copied().unwrap_or(0);
+                    let srtt = self
+                        .paths
+                        .get(path)
+                        .and_then(|p| p.srtt_ns())
+                        .unwrap_or(self.cfg.path.initial_rtt_ns);
                     let due = slot
                         .sent_ns
-                        .saturating_add(rtt)
+                        .saturating_add(srtt)
                         .saturating_add(self.reorder_window(path, now_ns));
                     if now_ns >= due {
                         self.mark_lost(now_ns, seq);
@@ -2493,11 +2480,6 @@ impl Conn {
     }
 
     fn mark_lost(&mut self, now_ns: u64, seq: u64) {
-        self.mark_lost_by(now_ns, seq, false);
-    }
-
-    /// [`Conn::mark_lost`], for a loss declared by the retransmission timeout if `timeout`.
-    fn mark_lost_by(&mut self, now_ns: u64, seq: u64, timeout: bool) {
         let Some(slot) = self.send.get_mut(slot_of(seq)) else {
             return;
         };
@@ -2510,11 +2492,7 @@ impl Conn {
         self.lost_count = self.lost_count.saturating_add(1);
         self.retx_cursor = self.retx_cursor.min(seq);
         // The path's state change, if any, is picked up by the failure detector's timer.
-        if timeout {
-            self.paths.on_timeout_loss(path, now_ns, wire_len(len));
-        } else {
-            let _ = self.paths.on_loss(path, now_ns, wire_len(len));
-        }
+        let _ = self.paths.on_loss(path, now_ns, wire_len(len));
     }
 
     /// Returns the RFC 6298 RTO before backoff: the largest over the paths that can carry data.
@@ -2850,7 +2828,7 @@ impl Conn {
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             if slot.state == SlotState::InFlight {
                 hit.insert(usize::from(slot.path));
-                self.mark_lost_by(now_ns, seq, true);
+                self.mark_lost(now_ns, seq);
                 self.stats.rto_losses = self.stats.rto_losses.saturating_add(1);
             }
             seq = seq.saturating_add(1);

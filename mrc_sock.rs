@@ -136,7 +136,7 @@ struct Locals {
     n: usize,
 }
 
-/// A connection: the core (about 137 KiB) and the bytes it refers to, so it
+/// A connection: the core (about 135 KiB) and the bytes it refers to, so it
 /// lives in its own vmalloc'ed block and is initialised in place.
 struct Session {
     conn: Conn,
