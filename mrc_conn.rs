@@ -2480,6 +2480,11 @@ impl Conn {
     }
 
     fn mark_lost(&mut self, now_ns: u64, seq: u64) {
+        self.mark_lost_by(now_ns, seq, false);
+    }
+
+    /// [`Conn::mark_lost`], for a loss declared by the retransmission timeout if `timeout`.
+    fn mark_lost_by(&mut self, now_ns: u64, seq: u64, timeout: bool) {
         let Some(slot) = self.send.get_mut(slot_of(seq)) else {
             return;
         };
@@ -2492,7 +2497,11 @@ impl Conn {
         self.lost_count = self.lost_count.saturating_add(1);
         self.retx_cursor = self.retx_cursor.min(seq);
         // The path's state change, if any, is picked up by the failure detector's timer.
-        let _ = self.paths.on_loss(path, now_ns, wire_len(len));
+        if timeout {
+            self.paths.on_timeout_loss(path, now_ns, wire_len(len));
+        } else {
+            let _ = self.paths.on_loss(path, now_ns, wire_len(len));
+        }
     }
 
     /// Returns the RFC 6298 RTO before backoff: the largest over the paths that can carry data.
@@ -2828,7 +2837,7 @@ impl Conn {
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             if slot.state == SlotState::InFlight {
                 hit.insert(usize::from(slot.path));
-                self.mark_lost(now_ns, seq);
+                self.mark_lost_by(now_ns, seq, true);
                 self.stats.rto_losses = self.stats.rto_losses.saturating_add(1);
             }
             seq = seq.saturating_add(1);

@@ -964,6 +964,26 @@ impl PathTable {
     /// [`PathTable::next_timer`] after a transition: a Suspect path wants a
     /// probe at once.
     pub fn on_loss(&mut self, idx: PathIdx, now_ns: u64, bytes: u32) -> Option<Transition> {
+        self.count_loss(idx, now_ns, bytes, true)
+    }
+
+    /// Reports that `bytes` sent on a path were lost to a retransmission timeout.
+    ///
+    /// Like [`PathTable::on_loss`], except that it does not count towards a loss burst: a
+    /// timeout means that no path was acknowledged for a while, which says nothing against
+    /// this one (a stalled peer or host); a dead path among live ones is found by the failure
+    /// detector long before.
+    pub fn on_timeout_loss(&mut self, idx: PathIdx, now_ns: u64, bytes: u32) {
+        let _ = self.count_loss(idx, now_ns, bytes, false);
+    }
+
+    fn count_loss(
+        &mut self,
+        idx: PathIdx,
+        now_ns: u64,
+        bytes: u32,
+        burst: bool,
+    ) -> Option<Transition> {
         let active = self.paths_in_state(PathState::Active);
         let cfg = self.cfg;
         let p = self.get_mut(idx)?;
@@ -971,7 +991,7 @@ impl PathTable {
         p.counters.bytes_lost = p.counters.bytes_lost.saturating_add(u64::from(bytes));
         p.counters.pkts_lost = p.counters.pkts_lost.saturating_add(1);
         p.cc.on_loss(now_ns, bytes);
-        if p.state != PathState::Active {
+        if p.state != PathState::Active || !burst {
             return None;
         }
         p.consecutive_losses = p.consecutive_losses.saturating_add(1);

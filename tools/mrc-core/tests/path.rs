@@ -580,6 +580,25 @@ fn loss_burst_makes_suspect_and_acks_reset_the_count() {
 }
 
 #[test]
+fn timeout_losses_are_no_loss_burst() {
+    let mut t = table(2);
+    for i in 0..10 {
+        t.on_sent(0, i, MSS, false);
+    }
+    for i in 0..5 {
+        t.on_timeout_loss(0, 20 + i, MSS);
+    }
+    let p = t.get(0).unwrap();
+    assert_eq!(p.state(), PathState::Active);
+    assert_eq!(p.counters().pkts_lost, 5);
+    assert_eq!(p.inflight(), u64::from(5 * MSS));
+    // They do not count towards a later burst either.
+    assert_eq!(t.on_loss(0, 30, MSS), None);
+    assert_eq!(t.on_loss(0, 31, MSS), None);
+    assert!(t.on_loss(0, 32, MSS).is_some());
+}
+
+#[test]
 fn active_floor_survives_loss_bursts() {
     let mut t = table(3);
     for idx in 0..3 {
