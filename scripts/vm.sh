@@ -18,6 +18,12 @@ kdir=$(kernel_build_dir "$flavor")
 [ -f "$kdir/.mrc-built" ] || { echo "test kernel not built: run make setup" >&2; exit 1; }
 
 append="root=/dev/root panic_on_warn=1 oops=panic"
+# The guest caches the shared root file system (9p cache=loose): it is
+# read-only to the guest and does not change under a run. Under TCG every
+# program start costs a fraction of a second and a Python start seconds;
+# caching cuts both, and the boot, by about 40 %. The kernel takes the last
+# rootflags, so these replace virtme-ng's (the same with the cache added).
+append+=" rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose"
 [ "$flavor" = debug ] && append+=" kmemleak=on"
 exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory 1G \
 	--append "$append" --exec "$*"

@@ -31,7 +31,7 @@ done
 nclasses=$(($(echo $classes | wc -w) + 1))
 mrc_check "datagrams sent" $((2 * count * nclasses)) "$total"
 
-mrc_wait_for 5 bash -c "[ \"\$(ip netns exec $b awk '\$1 == \"rx_packets\" { print \$2 }' /proc/net/mrc)\" = $total ]"
+mrc_wait_for 5 mrc_stat_cmp "$b" rx_packets -eq "$total"
 mrc_check "rx_packets in b" "$total" "$(mrc_stat "$b" rx_packets)"
 for c in $classes no_session; do
 	mrc_check "drop_$c" $((2 * count)) "$(mrc_stat "$b" "drop_$c")"

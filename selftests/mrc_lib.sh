@@ -10,7 +10,9 @@ KSFT_SKIP=4
 
 MRC_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 MRC_KO=${MRC_KO:-$MRC_DIR/mrc.ko}
-MRC_PY=${MRC_PY:-/usr/bin/python3}
+# Without site (-S): the tests use the standard library only, and each
+# start of Python in the debug VM costs seconds.
+MRC_PY=${MRC_PY:-/usr/bin/python3 -S}
 MRC_UTIL="$MRC_PY $MRC_DIR/selftests/mrc_util.py"
 MRC_PORT_DEFAULT=4796
 MRC_STATUS=${MRC_STATUS:-$MRC_DIR/tools/target/release/mrc-status}
@@ -19,6 +21,11 @@ mrc_ret=$KSFT_PASS
 mrc_nr_ok=0
 mrc_nr_fail=0
 mrc_namespaces=()
+# A process that stays in each namespace (mrc_netns_add), by name: counters
+# are read through its /proc/PID/net with shell builtins. On the debug
+# kernel under TCG every process started costs seconds while a transfer
+# keeps the CPUs busy, so a poll through ip netns exec lags by that much.
+declare -A mrc_ns_pid
 
 mrc_ok()   { printf '[ OK ] %s\n' "$*"; mrc_nr_ok=$((mrc_nr_ok + 1)); }
 mrc_fail() { printf '[FAIL] %s\n' "$*"; mrc_nr_fail=$((mrc_nr_fail + 1)); mrc_ret=$KSFT_FAIL; }
@@ -51,23 +58,43 @@ mrc_unload() {
 
 mrc_refcnt() { cat /sys/module/mrc/refcnt; }
 
-# mrc_netns_add VAR: creates a namespace with a random name, brings lo up
-# and stores the name in VAR; mrc_cleanup deletes it.
+# mrc_netns_add VAR: creates a namespace with a random name, brings lo up,
+# starts a process that stays in it and stores the name in VAR;
+# mrc_cleanup deletes it.
 mrc_netns_add() {
 	local name
 	name="mrc-$(mktemp -u XXXXXX)"
 	ip netns add "$name" || return 1
 	ip -n "$name" link set lo up
 	mrc_namespaces+=("$name")
+	# Not on the test's output: a process left behind by a test killed on
+	# timeout would hold the pipe to run.sh open.
+	ip netns exec "$name" sleep 1000000 </dev/null >/dev/null 2>&1 &
+	mrc_ns_pid[$name]=$!
 	printf -v "$1" '%s' "$name"
 }
 
+# mrc_ns_proc NS: true once NS's resident process is in NS (it enters it
+# shortly after mrc_netns_add); sets mrc_proc to its /proc/PID.
+mrc_ns_proc() {
+	mrc_proc=/proc/${mrc_ns_pid[$1]:-none}
+	[ "$mrc_proc/ns/net" -ef "/run/netns/$1" ]
+}
+
 mrc_cleanup() {
-	local ns
+	local ns pids=()
+	for ns in "${mrc_namespaces[@]}"; do
+		[ -n "${mrc_ns_pid[$ns]:-}" ] && pids+=("${mrc_ns_pid[$ns]}")
+	done
+	if [ ${#pids[@]} -gt 0 ]; then
+		kill "${pids[@]}" 2>/dev/null
+		wait "${pids[@]}" 2>/dev/null
+	fi
 	for ns in "${mrc_namespaces[@]}"; do
 		ip netns del "$ns" 2>/dev/null
 	done
 	mrc_namespaces=()
+	mrc_ns_pid=()
 }
 
 # mrc_veth_pair NS_A NS_B [MTU]: joins two namespaces with a veth pair,
@@ -114,9 +141,34 @@ except Exception as e:
 PY
 }
 
-# mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS.
+# mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS, read
+# with builtins through the namespace's resident process once it is there.
 mrc_stat() {
-	ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc
+	local k v
+	if ! mrc_ns_proc "$1"; then
+		ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc
+		return
+	fi
+	while read -r k v; do
+		[ "$k" = "$2" ] && { echo "$v"; return 0; }
+	done <"$mrc_proc/net/mrc"
+}
+
+# mrc_dev_bytes NS COLUMN DEV...: one counter of /proc/net/dev in namespace
+# NS for each DEV, on one line (column 2: bytes received, 10: bytes sent).
+mrc_dev_bytes() {
+	local ns=$1 col=$2 line d out=""
+	shift 2
+	local -A v
+	mrc_wait_for 30 mrc_ns_proc "$ns" || return 1
+	while read -r line; do
+		line=(${line/:/ })
+		v[${line[0]}]=${line[$((col - 1))]}
+	done <"$mrc_proc/net/dev"
+	for d in "$@"; do
+		out+="${v[$d]:-0} "
+	done
+	echo "$out"
 }
 
 # mrc_stat_cmp NS NAME OP VALUE: compares a counter with test(1)'s OP
@@ -134,8 +186,16 @@ mrc_wait_for() {
 	shift
 	until "$@"; do
 		[ $SECONDS -ge $deadline ] && return 1
-		sleep 0.1
+		mrc_sleep 0.1
 	done
+}
+
+# mrc_sleep SECONDS: sleep(1) without starting a process: a read that times
+# out on a pipe that nobody writes to.
+exec {mrc_sleep_fd}<> <(:)
+mrc_sleep() {
+	read -rt "$1" -u "$mrc_sleep_fd"
+	return 0
 }
 
 mrc_exit() {
