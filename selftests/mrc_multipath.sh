@@ -13,9 +13,10 @@
 # monitor the paths that failed, with the reason. Then planes of 0.5/1/2/4
 # Mbit/s carry shares that follow their rates; a plane whose delay grows by
 # 200 ms each way mid-transfer loses its traffic (request and response
-# traffic on 1 Mbit/s planes, see there); and MRC and MPTCP (one subflow per
+# traffic on 1 Mbit/s planes, see there); MRC and MPTCP (one subflow per
 # plane) each lose plane 2 at 30 % of a transfer, for a printed comparison
-# of goodput and longest delivery gap.
+# of goodput and longest delivery gap; and a connection survives every
+# plane down for 2 s, but not past its user timeout (ETIMEDOUT).
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_perf_setup
@@ -430,6 +431,50 @@ PY
 	[ "$proto" = mrc ] && mrc_check "MRC with plane 2 down at 30 %: data intact" \
 		"0 0 ok=True" "$crc $src $(echo "$fig" | cut -d' ' -f1)"
 done
+
+# Every plane down at once for 2 s, less than the user timeout: the
+# connection waits and resumes, and the transfer completes intact. Then
+# every plane down for good, with a user timeout of 3 s: both ends fail
+# with ETIMEDOUT after it. One ip -batch takes the planes down (and up)
+# together: an ip command takes about a second on the debug VM.
+planes_set() {
+	printf 'link set vb%s %s\n' 1 "$1" 2 "$1" 3 "$1" 4 "$1" | ip -n "$B" -batch -
+}
+start $((16 << 20))
+at_progress 30
+down_client=$(kill -0 "$cpid" 2>/dev/null && echo running || echo finished)
+planes_set down
+mrc_sleep 2
+planes_set up
+finish "all planes down for 2 s"
+if [ "$down_client" = running ]; then
+	mrc_check "all planes down for 2 s: the transfer resumes and completes intact" \
+		intact=True "$(echo "$out" | cut -d' ' -f1)"
+else
+	mrc_skip "all planes down for 2 s: the transfer was over before the planes went down"
+fi
+
+for ns in "$A" "$B"; do
+	ip netns exec "$ns" "$MRC_STATUS" set user-timeout-ms 3000
+done
+start 0 120
+mrc_wait_for 60 mrc_stat_cmp "$A" rx_bytes -gt $((rx0 + (1 << 20)))
+planes_set down
+t0=$EPOCHREALTIME
+wait $cpid
+crc=$?
+t1=$EPOCHREALTIME
+wait $spid
+src=$?
+kill $mpid
+ms=$(( (${t1/./} - ${t0/./}) / 1000 ))
+mrc_check "all planes down for good: client fails with ETIMEDOUT" "rc=1 errno=110" \
+	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
+mrc_check "all planes down for good: after the 3 s user timeout, within 8 s (took $ms ms)" 1 \
+	$((ms >= 2000 && ms <= 8000))
+mrc_check "all planes down for good: server fails with ETIMEDOUT" "rc=1 errno=110" \
+	"rc=$src errno=$(mrc_json_field "$tmp/srv.json" 'd["errno"]')"
+planes_set up
 
 rm -rf "$tmp"
 mrc_cleanup
