@@ -13,6 +13,8 @@ MRC_KO=${MRC_KO:-$MRC_DIR/mrc.ko}
 # Without site (-S): the tests use the standard library only, and each
 # start of Python in the debug VM costs seconds.
 MRC_PY=${MRC_PY:-/usr/bin/python3 -S}
+# With its site packages, for the kernel tree's ynl client (PyYAML).
+MRC_PY_SITE=${MRC_PY_SITE:-/usr/bin/python3}
 MRC_UTIL="$MRC_PY $MRC_DIR/selftests/mrc_util.py"
 MRC_PORT_DEFAULT=4796
 MRC_STATUS=${MRC_STATUS:-$MRC_DIR/tools/target/release/mrc-status}

@@ -49,7 +49,7 @@ mrc_check "mrc-status stats in a (sent nothing to a)" "equal 22 rx_packets=0" "$
 # The kernel's own client reads the family from the spec.
 ksrc=$(. "$MRC_DIR/scripts/env.sh" && kernel_src_dir)
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
-	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
+	out=$(ip netns exec "$b" $MRC_PY_SITE "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
 		--schema "$ksrc/Documentation/netlink/genetlink-legacy.yaml" --do stats-get --output-json 2>&1)
 	rx=$($MRC_PY -c 'import json,sys; print(json.loads(sys.stdin.read())["rx-packets"])' <<<"$out" 2>&1)
 	mrc_check "ynl cli.py stats-get rx-packets" 64 "$rx"
@@ -96,7 +96,7 @@ case "$out" in
 *) mrc_fail "unprivileged param set: $out" ;;
 esac
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
-	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
+	out=$(ip netns exec "$b" $MRC_PY_SITE "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
 		--no-schema --do param-get --output-json 2>&1 |
 		$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(d["heartbeat-ms"], d["cc"])' 2>&1)
 	mrc_check "ynl cli.py param-get" "5 reno" "$out"
@@ -129,7 +129,7 @@ mrc_check "17th endpoint refused" 1 "$?"
 case "$out" in *"table full"*) mrc_ok "full table: extack message shown" ;; *) mrc_fail "full table: $out" ;; esac
 mrc_check "endpoint dump lists all 16" 16 "$(eps "$b" | wc -w)"
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
-	out=$(ip netns exec "$b" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
+	out=$(ip netns exec "$b" $MRC_PY_SITE "$ksrc/tools/net/ynl/cli.py" --spec "$MRC_DIR/netlink/mrc.yaml" \
 		--no-schema --dump endpoint-get --output-json 2>&1 |
 		$MRC_PY -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)
 	mrc_check "ynl cli.py endpoint-get dump" 16 "$out"
@@ -280,7 +280,7 @@ esac
 if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 	# The spec itself is checked against the schema above.
 	ynl_err() { # SPEC JSON: the error and extack lines of a conn-get do
-		ip netns exec "$y" $MRC_PY "$ksrc/tools/net/ynl/cli.py" --spec "$1" --no-schema \
+		ip netns exec "$y" $MRC_PY_SITE "$ksrc/tools/net/ynl/cli.py" --spec "$1" --no-schema \
 			--do conn-get --json "$2" 2>&1 | sed -n 's/^[[:space:]]*\(error\|extack\): //p' | tr '\n' ' '
 	}
 	mrc_check "ynl conn-get without session-id or cookie" \
