@@ -144,13 +144,10 @@ PY
 }
 
 # mrc_stat NS NAME: one counter of /proc/net/mrc in namespace NS, read
-# with builtins through the namespace's resident process once it is there.
+# with builtins through the namespace's resident process.
 mrc_stat() {
 	local k v
-	if ! mrc_ns_proc "$1"; then
-		ip netns exec "$1" awk -v k="$2" '$1 == k { print $2 }' /proc/net/mrc
-		return
-	fi
+	mrc_wait_for 30 mrc_ns_proc "$1" || return 1
 	while read -r k v; do
 		[ "$k" = "$2" ] && { echo "$v"; return 0; }
 	done <"$mrc_proc/net/mrc"
@@ -190,6 +187,12 @@ mrc_wait_for() {
 		[ $SECONDS -ge $deadline ] && return 1
 		mrc_sleep 0.1
 	done
+}
+
+# mrc_ms_since T0: milliseconds since T0, a value of $EPOCHREALTIME.
+mrc_ms_since() {
+	local t1=$EPOCHREALTIME
+	echo $(( (${t1/./} - ${1/./}) / 1000 ))
 }
 
 # mrc_sleep SECONDS: sleep(1) without starting a process: a read that times

@@ -91,6 +91,11 @@ start() {
 	ip netns exec "$B" "$MRC_STATUS" --json conns >"$tmp/conns.json"
 }
 
+# client_state: whether the client of the last start is still running.
+client_state() {
+	kill -0 "$cpid" 2>/dev/null && echo running || echo finished
+}
+
 # finish NAME: waits for the transfer; sets out to a summary of it.
 finish() {
 	local name=$1 crc src
@@ -156,13 +161,13 @@ tc -n "$B" filter add dev vb4 parent 1: protocol ip u32 match ip protocol 17 0xf
 	match ip sport "$ev_port" 0xffff action drop
 faulted=$(plane_bytes)
 fault_t=$(cut -d' ' -f1 /proc/uptime)
-fault_client=$(kill -0 "$cpid" 2>/dev/null && echo running || echo finished)
+fault_client=$(client_state)
 # The paths as mrc-status shows them while the rest of the transfer runs:
 # the last listing taken while the connection was there, from 300 ms after
 # the faults on (failures are found within milliseconds). A listing takes
 # seconds on the debug VM, so a wait for a later point of progress could
 # return after the transfer had ended.
-sleep 0.3
+mrc_sleep 0.3
 echo '{"connections": []}' >"$tmp/late.json"
 late_n=0
 while [ $late_n -lt 1500 ]; do
@@ -171,7 +176,7 @@ while [ $late_n -lt 1500 ]; do
 	cp "$tmp/now.json" "$tmp/late.json"
 	late_n=$((late_n + 1))
 	late_rx=$(( ($(mrc_stat "$A" rx_bytes) - rx0) * 100 / total ))
-	sleep 0.2
+	mrc_sleep 0.2
 done
 finish "faults"
 mrc_check "faults: data intact" "intact=True" "$(echo "$out" | cut -d' ' -f1)"
@@ -338,7 +343,7 @@ ip netns exec "$B" "$MRC_STATUS" --json conns >"$tmp/slow1.json"
 rx_b="$(mrc_dev_bytes "$A" 2 va2 va3 va4) $(mrc_dev_bytes "$A" 10 va2 va3 va4)"
 rx_t1=$EPOCHREALTIME
 slowed_end=$(plane_bytes)
-slow_client=$(kill -0 "$cpid" 2>/dev/null && echo running || echo finished)
+slow_client=$(client_state)
 client_args=
 finish "plane 1 delayed by 200 ms after 5 s"
 mrc_check "200 ms delay: transfer intact" "intact=True" "$(echo "$out" | cut -d' ' -f1)"
@@ -442,7 +447,7 @@ planes_set() {
 }
 start $((16 << 20))
 at_progress 30
-down_client=$(kill -0 "$cpid" 2>/dev/null && echo running || echo finished)
+down_client=$(client_state)
 planes_set down
 mrc_sleep 2
 planes_set up
@@ -463,11 +468,10 @@ planes_set down
 t0=$EPOCHREALTIME
 wait $cpid
 crc=$?
-t1=$EPOCHREALTIME
+ms=$(mrc_ms_since "$t0")
 wait $spid
 src=$?
 kill $mpid
-ms=$(( (${t1/./} - ${t0/./}) / 1000 ))
 mrc_check "all planes down for good: client fails with ETIMEDOUT" "rc=1 errno=110" \
 	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
 mrc_check "all planes down for good: after the 3 s user timeout, within 8 s (took $ms ms)" 1 \
