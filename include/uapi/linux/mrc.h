@@ -31,9 +31,7 @@
  * value with EINVAL.
  *
  * MRC_HEARTBEAT_MS (__u32, 1..60000): probe interval of the idle paths of a
- *	connection with data in flight, in milliseconds; one with nothing more
- *	to send probes an idle path at most once per 4 data packets per path
- *	it sends. Defaults to the
+ *	connection with data in flight, in milliseconds. Defaults to the
  *	namespace's heartbeat_ms parameter. Set before connect() or listen()
  *	(accepted connections inherit it) or on a running connection.
  * MRC_CC (string, like TCP_CONGESTION): congestion controller of the
