@@ -97,7 +97,7 @@
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
-use super::mrc_path::{Demand, PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
+use super::mrc_path::{PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
     HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS, MAX_SACK_BITS, MAX_SACK_BYTES,
@@ -2733,7 +2733,10 @@ impl Conn {
                 let t = min_opt(ack, self.rack_deadline);
                 let t = min_opt(t, self.rto_deadline);
                 let t = min_opt(t, self.user_deadline());
-                min_opt(t, self.paths.next_timer_with(now_ns, self.demand()))
+                min_opt(
+                    t,
+                    self.paths.next_timer_waiting(now_ns, self.data_waiting()),
+                )
             }
         }
     }
@@ -2781,7 +2784,7 @@ impl Conn {
                 }
                 if self
                     .paths
-                    .next_timer_with(now_ns, self.demand())
+                    .next_timer_waiting(now_ns, self.data_waiting())
                     .is_some_and(|t| t <= now_ns)
                 {
                     self.path_tick(now_ns);
@@ -2790,16 +2793,11 @@ impl Conn {
         }
     }
 
-    /// What the connection has to send. With data unacknowledged or queued,
-    /// Failed paths are probed at the busy backoff even with nothing in flight
-    /// on them, so the connection resumes as soon as one answers; with nothing
-    /// unsent and nothing to retransmit, it is application-limited and idle
-    /// paths are probed in proportion to its data.
-    fn demand(&self) -> Demand {
-        Demand {
-            waiting: self.snd_una < self.snd_nxt || self.msgq_len > 0,
-            backlog: self.msgq_len > 0 || self.lost_count > 0,
-        }
+    /// Whether data is unacknowledged or queued. Failed paths are then
+    /// probed at the busy backoff even with nothing in flight on them, so
+    /// the connection resumes as soon as one answers.
+    fn data_waiting(&self) -> bool {
+        self.snd_una < self.snd_nxt || self.msgq_len > 0
     }
 
     /// Whether the connection is waiting for the peer: data or FIN
@@ -2852,7 +2850,7 @@ impl Conn {
     }
 
     fn path_tick(&mut self, now_ns: u64) {
-        let res = self.paths.on_tick_with(now_ns, self.demand());
+        let res = self.paths.on_tick_waiting(now_ns, self.data_waiting());
         for idx in res.probe.iter() {
             self.probe_due.insert(idx);
         }

@@ -36,21 +36,7 @@
 //! answered, rather than both ends probing it. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
-//! Failed about 2 ms later.
-//!
-//! A busy connection with nothing more to send (application-limited, such
-//! as a request/response exchange of small messages) probes an idle path no
-//! more often than once per [`PROBE_DATA_RATIO`] data packets per path that
-//! it sends, so these heartbeats cost at most a quarter of the packets its
-//! data costs. Such an exchange keeps one path busy and leaves the others
-//! idle, and would otherwise send a probe on each idle path per message. A
-//! path that died while idle is found by its silence once data goes there.
-//! A path whose RTT is not known yet is probed at the heartbeat all the same:
-//! its probe timeout follows from that RTT. With a backlog ([`Demand::backlog`]) the heartbeat is not held back: a
-//! path then idle is one the scheduler passed over as slow, and its probes
-//! keep its RTT, and the probe timeout that follows from it, current.
-//!
-//! The idle heartbeat is 10 s (SCTP's is 30 s): an
+//! Failed about 2 ms later. The idle heartbeat is 10 s (SCTP's is 30 s): an
 //! idle connection has nobody waiting on its paths, a path that died
 //! meanwhile is found within milliseconds once data flows again, and a host
 //! with thousands of idle connections is not kept busy answering probes.
@@ -147,20 +133,6 @@ const RTT_PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
 /// Clock granularity term of the RTO (RFC 6298's G).
 const RTO_GRANULARITY_NS: u64 = 1_000;
-
-/// Data packets per path that an application-limited connection sends, at least, between two
-/// heartbeat probes of one of its idle Active paths.
-pub const PROBE_DATA_RATIO: u64 = 4;
-
-/// What the connection has to send, besides what is in flight on its paths; see
-/// [`PathTable::on_tick_with`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Demand {
-    /// Data is unacknowledged or queued.
-    pub waiting: bool,
-    /// Data is queued that has not been sent yet, or is due for retransmission.
-    pub backlog: bool,
-}
 
 /// Largest backoff exponent for probes of a Failed path; the configured
 /// maximum interval usually caps the backoff much earlier.
@@ -400,8 +372,6 @@ pub struct Path {
     last_heard_ns: u64,
     last_send_ns: u64,
     last_probe_ns: u64,
-    /// The table's data packet count at the path's last probe, or at its creation.
-    probe_data_mark: u64,
     counters: PathCounters,
     cc: Cc,
 }
@@ -429,7 +399,6 @@ impl Path {
             last_heard_ns: now_ns,
             last_send_ns: 0,
             last_probe_ns: 0,
-            probe_data_mark: 0,
             counters: PathCounters::default(),
             cc: Cc::new(cfg.cc, cfg.mss),
         }
@@ -676,7 +645,6 @@ fn table_fields_are_initialised(t: &PathTable) {
         slots: _,
         len: _,
         end: _,
-        data_pkts: _,
     } = t;
 }
 
@@ -692,8 +660,6 @@ pub struct PathTable {
     /// One past the highest slot in use: scans stop here, so a connection
     /// with a few paths does not walk all `MAX_PATHS` slots on every packet.
     end: usize,
-    /// Data packets sent on all paths: the budget of heartbeat probes ([`PROBE_DATA_RATIO`]).
-    data_pkts: u64,
 }
 
 impl PathTable {
@@ -729,7 +695,6 @@ impl PathTable {
             }
             addr_of_mut!((*p).len).write(0);
             addr_of_mut!((*p).end).write(0);
-            addr_of_mut!((*p).data_pkts).write(0);
             slot.assume_init_mut()
         }
     }
@@ -770,9 +735,7 @@ impl PathTable {
             .iter_mut()
             .enumerate()
             .find(|(_, s)| s.is_none())?;
-        let mut path = Path::new(now_ns, ids, backup, &cfg);
-        path.probe_data_mark = self.data_pkts;
-        *slot = Some(path);
+        *slot = Some(Path::new(now_ns, ids, backup, &cfg));
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
         Some(idx)
@@ -919,10 +882,6 @@ impl PathTable {
         if p.inflight == 0 {
             p.inflight_since_ns = now_ns;
         }
-        self.data_pkts = self.data_pkts.saturating_add(1);
-        let Some(p) = self.get_mut(idx) else {
-            return;
-        };
         p.inflight = p.inflight.saturating_add(u64::from(bytes));
         p.last_send_ns = now_ns;
         let c = &mut p.counters;
@@ -1063,11 +1022,9 @@ impl PathTable {
 
     /// Reports that a PROBE was sent on a path.
     pub fn on_probe_sent(&mut self, idx: PathIdx, now_ns: u64) {
-        let data_pkts = self.data_pkts;
         if let Some(p) = self.get_mut(idx) {
             p.probe_outstanding = true;
             p.last_probe_ns = now_ns;
-            p.probe_data_mark = data_pkts;
             p.counters.probes_sent = p.counters.probes_sent.saturating_add(1);
         }
     }
@@ -1087,16 +1044,8 @@ impl PathTable {
         p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered)
     }
 
-    /// Whether the connection sent enough data since a path's last probe to pay for another
-    /// heartbeat of it while busy ([`PROBE_DATA_RATIO`]).
-    fn probe_paid(&self, p: &Path) -> bool {
-        let due = PROBE_DATA_RATIO.saturating_mul(self.len as u64);
-        self.data_pkts.saturating_sub(p.probe_data_mark) >= due
-    }
-
-    /// Returns when the path next needs the failure detector's attention; `u64::MAX` means
-    /// not before more data is sent.
-    fn deadline(&self, p: &Path, busy: bool, demand: Demand) -> u64 {
+    /// Returns when the path next needs the failure detector's attention.
+    fn deadline(&self, p: &Path, busy: bool, data_waiting: bool) -> u64 {
         let timeout = self.probe_timeout(p);
         if p.probe_outstanding {
             return p.last_probe_ns.saturating_add(timeout);
@@ -1119,9 +1068,6 @@ impl PathTable {
                 if self.cfg.heartbeat_yield {
                     hb = hb.saturating_add(timeout);
                 }
-                if busy && !demand.backlog && p.rtt.srtt_ns != 0 && !self.probe_paid(p) {
-                    return u64::MAX;
-                }
                 p.last_heard_ns.max(p.last_probe_ns).saturating_add(hb)
             }
             PathState::Suspect => 0,
@@ -1129,7 +1075,7 @@ impl PathTable {
             // it more often than an idle path would only load both hosts.
             // Data waiting counts, even with nothing in flight (after every
             // path failed): it resumes as soon as a path answers.
-            PathState::Failed if !busy && !demand.waiting => p
+            PathState::Failed if !busy && !data_waiting => p
                 .last_probe_ns
                 .saturating_add(self.failed_interval(p).max(self.cfg.heartbeat_idle_ns)),
             PathState::Failed => p.last_probe_ns.saturating_add(self.failed_interval(p)),
@@ -1141,22 +1087,19 @@ impl PathTable {
     ///
     /// Calling it early or often is harmless; it acts only on deadlines that
     /// have passed. The connection counts as busy while bytes are in flight;
-    /// see [`PathTable::on_tick_with`] for one with data waiting besides.
+    /// see [`PathTable::on_tick_waiting`] for one with data waiting besides.
     pub fn on_tick(&mut self, now_ns: u64) -> TickResult {
-        self.on_tick_with(now_ns, Demand::default())
+        self.on_tick_waiting(now_ns, false)
     }
 
-    /// [`PathTable::on_tick`] for a connection with `demand`.
-    ///
-    /// With [`Demand::waiting`] (data unacknowledged or queued) even with nothing in flight,
-    /// as after every path failed and was emptied, its failed paths are probed at the busy
-    /// backoff, so it resumes as soon as one answers. The heartbeat of its idle Active paths
-    /// follows what is in flight, held back by [`PROBE_DATA_RATIO`] unless
-    /// [`Demand::backlog`].
-    pub fn on_tick_with(&mut self, now_ns: u64, demand: Demand) -> TickResult {
+    /// [`PathTable::on_tick`] for a connection that may have data waiting
+    /// (unacknowledged or queued) with nothing in flight, as after every
+    /// path failed and was emptied: with `data_waiting` its failed paths are
+    /// probed at the busy backoff, so it resumes as soon as one answers. The
+    /// heartbeat of its idle Active paths still follows what is in flight.
+    pub fn on_tick_waiting(&mut self, now_ns: u64, data_waiting: bool) -> TickResult {
         let mut out = TickResult::default();
         let busy = self.total_inflight() > 0;
-
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
@@ -1164,7 +1107,7 @@ impl PathTable {
             let Some(p) = self.get(idx) else {
                 continue;
             };
-            let deadline = self.deadline(p, busy, demand);
+            let deadline = self.deadline(p, busy, data_waiting);
             if now_ns < deadline {
                 continue;
             }
@@ -1237,18 +1180,17 @@ impl PathTable {
     /// Returns when the glue should call [`PathTable::on_tick`] next.
     ///
     /// The time may be at or before `now_ns`, meaning "now". `None` means the
-    /// table is empty, or that no path needs attention before more data is sent.
+    /// table is empty.
     pub fn next_timer(&self, now_ns: u64) -> Option<u64> {
-        self.next_timer_with(now_ns, Demand::default())
+        self.next_timer_waiting(now_ns, false)
     }
 
-    /// [`PathTable::next_timer`] with `demand` as in [`PathTable::on_tick_with`].
-    pub fn next_timer_with(&self, now_ns: u64, demand: Demand) -> Option<u64> {
+    /// [`PathTable::next_timer`] with `data_waiting` as in
+    /// [`PathTable::on_tick_waiting`].
+    pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
         let busy = self.total_inflight() > 0;
         self.iter()
-            .map(|(_, p)| self.deadline(p, busy, demand))
-            .filter(|&d| d != u64::MAX)
-            .map(|d| d.max(now_ns))
+            .map(|(_, p)| self.deadline(p, busy, data_waiting).max(now_ns))
             .min()
     }
 

@@ -3,8 +3,8 @@
 
 use mrc_core::mrc_cc::{CcKind, CongestionControl};
 use mrc_core::mrc_path::{
-    Demand, Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, StateReason,
-    TickResult, Transition, MAX_PATHS, WEIGHT_DEFAULT,
+    Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, StateReason, TickResult,
+    Transition, MAX_PATHS, WEIGHT_DEFAULT,
 };
 
 const US: u64 = 1_000;
@@ -105,13 +105,13 @@ fn path_is_small() {
     let size = core::mem::size_of::<Path>();
     // 248 B before the recent-RTT peak of the probe timeout and the delay controller's slack
     // and packet-size floor (32 B more, 8 KiB per table of MAX_PATHS), and the send time of
-    // the latest answered packet (8 B more), and the data count at its last probe (8 B more).
-    assert!(size <= 296, "Path is {size} bytes");
+    // the latest answered packet (8 B more).
+    assert!(size <= 288, "Path is {size} bytes");
     eprintln!(
         "Path {size} B, PathTable {} B",
         core::mem::size_of::<PathTable>()
     );
-    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 296 + 256);
+    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 288 + 256);
 }
 
 #[test]
@@ -369,62 +369,6 @@ fn idle_heartbeat_slow_when_idle_fast_when_busy() {
     assert_eq!(probes0, 0);
     assert!((9..=11).contains(&probes1), "{probes1} probes");
     assert_eq!(t.paths_in_state(PathState::Active), 2);
-}
-
-/// A request/response exchange on path 0 of `n` primed paths: one packet in flight at a time,
-/// answered after `rtt`, for `rounds` round trips, with `demand`. Returns the probes of each
-/// path.
-fn ping_pong(n: u32, rounds: u64, rtt: u64, demand: Demand) -> Vec<u64> {
-    let mut t = primed(n);
-    let mut now = MS;
-    for _ in 0..rounds {
-        t.on_sent(0, now, 100, false);
-        let answer = now + rtt;
-        while let Some(next) = t.next_timer_with(now, demand).filter(|&d| d < answer) {
-            now = next.max(now);
-            let r = t.on_tick_with(now, demand);
-            for i in r.probe.iter() {
-                t.on_probe_sent(i, now);
-                t.on_probe_ack(i, now + 50 * US, 50 * US);
-            }
-            now += 1;
-        }
-        now = answer;
-        t.on_ack(0, now, 100, Some(rtt), false);
-    }
-    assert_eq!(t.paths_in_state(PathState::Active), n as usize);
-    (0..n as PathIdx)
-        .map(|i| u64::from(t.get(i).unwrap().counters().probes_sent))
-        .collect()
-}
-
-#[test]
-fn application_limited_heartbeats_follow_the_data() {
-    let rounds = 1000;
-    // Nothing more to send: each idle path is probed once per 4 * 5 data packets.
-    let limited = Demand {
-        waiting: true,
-        backlog: false,
-    };
-    let probes = ping_pong(5, rounds, 5 * MS, limited);
-    // The busy path is probed only while its first samples (100 us) leave its probe
-    // timeout below the 5 ms round trip.
-    assert!(probes[0] <= 5, "{probes:?}");
-    let idle: u64 = probes[1..].iter().sum();
-    assert!(idle <= rounds / 4, "{probes:?}");
-    for &p in &probes[1..] {
-        assert!((49..=51).contains(&p), "{probes:?}");
-    }
-    // With a backlog, every idle path is probed once per heartbeat (1 ms after its answer),
-    // 4 to 5 times per 5 ms round trip.
-    let backlog = Demand {
-        waiting: true,
-        backlog: true,
-    };
-    let probes = ping_pong(5, rounds, 5 * MS, backlog);
-    for &p in &probes[1..] {
-        assert!((4 * rounds..=5 * rounds).contains(&p), "{probes:?}");
-    }
 }
 
 #[test]
@@ -986,26 +930,21 @@ fn any_packet_on_a_busy_path_restarts_its_silence_clock() {
 #[test]
 fn busy_heartbeat_changes_take_effect_at_once() {
     // Path 0 is busy and was just heard from; path 1 is idle and was last
-    // heard at 0, so it is due for its busy heartbeat (1 ms) long ago. More data is waiting
-    // to be sent, so the heartbeat is not held back by the data sent.
-    let backlog = Demand {
-        waiting: true,
-        backlog: true,
-    };
+    // heard at 0, so it is due for its busy heartbeat (1 ms) long ago.
     let mut t = primed(2);
     t.on_sent(0, 0, MSS, false);
     t.on_heard(0, 10 * MS);
-    assert_eq!(t.next_timer_with(10 * MS, backlog), Some(10 * MS));
+    assert_eq!(t.next_timer(10 * MS), Some(10 * MS));
     // A 50 ms heartbeat puts path 1's probe at 50 ms: next comes path 0's
     // silence deadline, one probe timeout (1 ms) after it was heard.
     t.set_heartbeat_busy_ns(50 * MS);
     assert_eq!(t.config().heartbeat_busy_ns, 50 * MS);
-    assert_eq!(t.next_timer_with(10 * MS, backlog), Some(11 * MS));
-    assert!(!t.on_tick_with(10 * MS, backlog).probe.contains(1));
+    assert_eq!(t.next_timer(10 * MS), Some(11 * MS));
+    assert!(!t.on_tick(10 * MS).probe.contains(1));
     // Back to 1 ms: path 1 is due again.
     t.set_heartbeat_busy_ns(MS);
-    assert_eq!(t.next_timer_with(10 * MS, backlog), Some(10 * MS));
-    assert!(t.on_tick_with(10 * MS, backlog).probe.contains(1));
+    assert_eq!(t.next_timer(10 * MS), Some(10 * MS));
+    assert!(t.on_tick(10 * MS).probe.contains(1));
     t.set_heartbeat_busy_ns(0);
     assert_eq!(t.config().heartbeat_busy_ns, 1);
 }
