@@ -12,13 +12,8 @@
 
 mod common;
 
-use common::{describe, CpuModel, Sim, SimCfg, MS, SEC, US};
-use mrc_core::mrc_conn::ConnConfig;
+use common::{describe, vm_conn, CpuModel, Sim, SimCfg, MS, SEC, US};
 use mrc_core::mrc_path::PathState;
-use mrc_core::mrc_proto::HEADER_LEN;
-
-/// Datagram size on a 1500-byte MTU, as the glue computes it (IPv6 and UDP headers off).
-const DGRAM: u32 = 1452;
 
 /// Paths of the VM's transfer: two planes of four entropy values and the handshake path.
 const PATHS: usize = 9;
@@ -33,21 +28,6 @@ const RX_NS: u64 = 100 * US;
 /// Processing time of a sent packet.
 const TX_NS: u64 = 20 * US;
 
-/// The connection settings of the kernel glue (`conn_config` in `mrc_net.rs`).
-fn vm_conn() -> ConnConfig {
-    let mut c = ConnConfig {
-        mtu: DGRAM,
-        max_msg: 1 << 20,
-        rcvbuf: 3 << 20,
-        sndbuf: 3 << 20,
-        syn_retries: 8,
-        ..ConnConfig::default()
-    };
-    c.path.probe_timeout_min_ns = 10 * MS;
-    c.path.mss = DGRAM - HEADER_LEN as u32;
-    c
-}
-
 /// Nine unlimited paths between two hosts of `queues` CPUs each, stalling as `stalls` says.
 fn cpu_bound(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2]) -> SimCfg {
     let mut cfg = SimCfg::clean(seed, PATHS, LINK_NS);
@@ -58,6 +38,8 @@ fn cpu_bound(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2]) -> SimCf
         queues,
         stalls,
     });
+    // The handshake's path and the first four are plane 0, the other four plane 1.
+    cfg.planes = (0..PATHS).map(|i| u8::from(i > 4)).collect();
     cfg
 }
 

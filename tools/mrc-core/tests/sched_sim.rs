@@ -10,37 +10,10 @@
 
 mod common;
 
-use common::{describe, Rng, Sim, SimCfg, MS, SEC};
-use mrc_core::mrc_conn::ConnConfig;
-use mrc_core::mrc_proto::HEADER_LEN;
-
-/// Paths per plane, as the kernel opens them by default (`MRC_EV_PER_PLANE`).
-const EV: usize = 4;
-
-/// One megabit per second in bytes per second.
-const MBIT: u64 = 125_000;
+use common::{describe, vm_conn, Rng, Sim, SimCfg, EV, MBIT, MS, SEC};
 
 /// Packets a plane's qdisc holds (netem's default limit, the leaf of the VM's htb).
 const QUEUE_PKTS: u64 = 1000;
-
-/// Datagram size on a 1500-byte MTU, as the glue computes it (IPv6 and UDP headers off).
-const DGRAM: u32 = 1452;
-
-/// The connection settings of the kernel glue (`conn_config` in `mrc_net.rs`).
-fn vm_conn() -> ConnConfig {
-    let mut c = ConnConfig {
-        mtu: DGRAM,
-        max_msg: 1 << 20,
-        // The socket's buffers are at least two largest messages and 1 MiB.
-        rcvbuf: 3 << 20,
-        sndbuf: 3 << 20,
-        syn_retries: 8,
-        ..ConnConfig::default()
-    };
-    c.path.probe_timeout_min_ns = 10 * MS;
-    c.path.mss = DGRAM - HEADER_LEN as u32;
-    c
-}
 
 /// One plane per rate (Mbit/s), `EV` paths each sharing the plane's bottleneck, 1 ms.
 fn vm_planes(seed: u64, rates_mbit: &[u64]) -> SimCfg {

@@ -171,6 +171,9 @@ pub struct SimCfg {
     pub bottleneck: Vec<usize>,
     /// Per node, a CPU-bound host: packets wait for processing in CPU queues (see [`CpuModel`]).
     pub cpu: Option<CpuModel>,
+    /// Per path, the plane (NIC pair) it runs over; empty means the plane of its bottleneck,
+    /// or a plane per path without shared bottlenecks.
+    pub planes: Vec<u8>,
 }
 
 /// A host whose packet processing, not its links, is the bottleneck: each node has `queues`
@@ -233,6 +236,7 @@ impl SimCfg {
             stalls: None,
             bottleneck: Vec::new(),
             cpu: None,
+            planes: Vec::new(),
         }
     }
 }
@@ -256,15 +260,46 @@ pub struct NetStats {
     pub queue_drops: u64,
 }
 
+/// Paths per plane, as the kernel opens them by default (`MRC_EV_PER_PLANE`).
+pub const EV: usize = 4;
+
+/// One megabit per second in bytes per second.
+pub const MBIT: u64 = 125_000;
+
+/// Datagram size on a 1500-byte MTU, as the glue computes it (IPv6 and UDP headers off).
+pub const DGRAM: u32 = 1452;
+
+/// The connection settings of the kernel glue (`conn_config` in `mrc_net.rs`).
+pub fn vm_conn() -> ConnConfig {
+    let mut c = ConnConfig {
+        mtu: DGRAM,
+        max_msg: 1 << 20,
+        // The socket's buffers are at least two largest messages and 1 MiB.
+        rcvbuf: 3 << 20,
+        sndbuf: 3 << 20,
+        syn_retries: 8,
+        ..ConnConfig::default()
+    };
+    c.path.probe_timeout_min_ns = 10 * MS;
+    c.path.mss = DGRAM - mrc_proto::HEADER_LEN as u32;
+    c
+}
+
 /// The path id both ends use for path `i`.
 pub fn path_id(i: usize) -> u32 {
     100 + i as u32
 }
 
-fn ids(i: usize) -> PathIds {
+/// The ids of path `i`, on the plane [`SimCfg::planes`] gives it.
+fn ids(cfg: &SimCfg, i: usize) -> PathIds {
+    let plane = cfg
+        .planes
+        .get(i)
+        .copied()
+        .unwrap_or(cfg.bottleneck.get(i).copied().unwrap_or(i) as u8);
     PathIds {
         path_id: path_id(i),
-        plane: i as u8,
+        plane,
         entropy: 49152 + i as u16,
     }
 }
@@ -435,7 +470,7 @@ impl Sim {
         let mut rng = Rng(cfg.seed);
         let mut client = Node::new(cfg.conn);
         for i in 0..cfg.paths.len() {
-            client.conn.paths_mut().add(start, ids(i), false);
+            client.conn.paths_mut().add(start, ids(&cfg, i), false);
         }
         let session = rng.next_u64();
         let isn = rng.next_u64();
@@ -631,7 +666,7 @@ impl Sim {
                 return;
             }
             for i in 0..self.cfg.paths.len() {
-                node.conn.paths_mut().add(now, ids(i), false);
+                node.conn.paths_mut().add(now, ids(&self.cfg, i), false);
             }
             let isn = self.rng.next_u64();
             if let Err(e) = self.nodes[to].conn.accept(now, &pkt, isn, &[]) {
