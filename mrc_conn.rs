@@ -566,15 +566,6 @@ struct SendSlot {
     tx_count: u8,
 }
 
-/// Where an acknowledgement came from.
-#[derive(Clone, Copy, Debug)]
-struct AckFrom {
-    /// The path the packet carrying it arrived on, if the connection has that path.
-    path: Option<PathIdx>,
-    /// Whether it echoes an ECN mark (an ACK with [`Flags::ECE`]).
-    ece: bool,
-}
-
 /// A path's RACK reorder window, widened by needless retransmissions (RFC 8985, 6.2).
 #[derive(Clone, Copy, Debug, Default)]
 struct Reorder {
@@ -1676,9 +1667,6 @@ impl Conn {
 
     fn build_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let path = self.control_path(self.ack_path_id)?;
-        // The header names the path the ACK goes by, which the sender times it on; that is
-        // another than the latest DATA's when this end holds that one Failed.
-        let pid = self.paths.get(path)?.ids().path_id;
         let mut bitmap = [0u8; MAX_SACK_BYTES];
         let span = self.rcv_high.saturating_sub(self.rcv_nxt).min(WINDOW_SEQ);
         let mut used = 0usize;
@@ -1705,15 +1693,13 @@ impl Conn {
             bitmap.get(..used).unwrap_or(&[]),
         );
         let mut flags = self.flags(PacketType::Ack);
-        // An echo counts against the packets of the path the ACK names, so it goes only by
-        // the path of the marked packet.
-        if self.ece_pending && pid == self.ack_path_id {
+        if self.ece_pending {
             flags = flags.with(Flags::ECE);
         }
         let len = encode_control(
             buf,
             self.session_id,
-            pid,
+            self.ack_path_id,
             flags,
             self.snd_nxt,
             self.rcv_nxt,
@@ -1767,13 +1753,7 @@ impl Conn {
         }
         self.probe_replies_len = self.probe_replies_len.saturating_sub(1);
         let (path_id, probe) = *self.probe_replies.get(self.probe_replies_len)?;
-        // A probe is answered by the path it tests, whatever this end thinks of that path:
-        // the prober times the path by the answer, and one that came back by another path
-        // would hold that path's delay. Only a path this end does not have yet falls back.
-        let path = self
-            .paths
-            .find(path_id)
-            .or_else(|| self.control_path(path_id))?;
+        let path = self.control_path(path_id)?;
         let len = encode_control(
             buf,
             self.session_id,
@@ -2208,11 +2188,13 @@ impl Conn {
                 if self.state == State::TimeWait {
                     return Input::Consumed;
                 }
-                if h.flags.ece() {
+                let ece_path = if h.flags.ece() {
                     self.stats.ece_received = self.stats.ece_received.saturating_add(1);
-                }
-                let from = self.ack_from(h, h.flags.ece());
-                if self.process_ack(now_ns, h.ack, Some(&sack), from) {
+                    self.paths.find(h.path_id)
+                } else {
+                    None
+                };
+                if self.process_ack(now_ns, h.ack, Some(&sack), ece_path) {
                     Input::Consumed
                 } else {
                     Input::Dropped(DropReason::Invalid)
@@ -2220,15 +2202,13 @@ impl Conn {
             }
             Body::Data(payload) => {
                 if self.state != State::TimeWait {
-                    let from = self.ack_from(h, false);
-                    self.process_ack(now_ns, h.ack, None, from);
+                    self.process_ack(now_ns, h.ack, None, None);
                 }
                 self.input_data(now_ns, h, payload.len(), false, ce)
             }
             Body::Fin => {
                 if self.state != State::TimeWait {
-                    let from = self.ack_from(h, false);
-                    self.process_ack(now_ns, h.ack, None, from);
+                    self.process_ack(now_ns, h.ack, None, None);
                 }
                 self.input_data(now_ns, h, 0, true, false)
             }
@@ -2257,28 +2237,19 @@ impl Conn {
     // Acknowledgements received
     // -----------------------------------------------------------------------------------------
 
-    /// Returns where an acknowledgement in a packet with header `h` came from; `ece` tells
-    /// whether it echoes an ECN mark.
-    fn ack_from(&self, h: &Header, ece: bool) -> AckFrom {
-        AckFrom {
-            path: self.paths.find(h.path_id),
-            ece,
-        }
-    }
-
     /// Marks the packet at `seq` as delivered; returns whether it was newly so.
-    fn deliver_slot(&mut self, now_ns: u64, seq: u64, from: AckFrom) -> bool {
+    fn deliver_slot(&mut self, now_ns: u64, seq: u64, ece_path: Option<PathIdx>) -> bool {
         let Some(slot) = self.send.get(slot_of(seq)).copied() else {
             return false;
         };
         match slot.state {
             SlotState::InFlight => {
                 let path = usize::from(slot.path);
-                let ece = from.ece && from.path == Some(path);
+                let ece = ece_path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
                 let rtt = (slot.tx_count == 1).then_some(sample);
                 self.paths
-                    .on_ack_by_way_of(path, from.path, now_ns, wire_len(slot.len), rtt, ece);
+                    .on_ack(path, now_ns, wire_len(slot.len), rtt, ece);
                 // An acknowledgement that came back faster than the path's fastest RTT belongs
                 // to an earlier transmission and says nothing about the latest one.
                 let plausible = slot.tx_count == 1
@@ -2311,14 +2282,14 @@ impl Conn {
     }
 
     /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
-    /// `from` tells the path the acknowledgement came by and whether it echoes an ECN mark:
-    /// the newly acknowledged packets of that path count as marked.
+    /// `ece_path` is the path an ACK with [`Flags::ECE`] names: its newly acknowledged packets
+    /// count as marked.
     fn process_ack(
         &mut self,
         now_ns: u64,
         cum: u64,
         sack: Option<&Sack<'_>>,
-        from: AckFrom,
+        ece_path: Option<PathIdx>,
     ) -> bool {
         if cum > self.snd_nxt {
             return false;
@@ -2329,7 +2300,7 @@ impl Conn {
         let mut progress = false;
         while self.snd_una < cum {
             let seq = self.snd_una;
-            self.deliver_slot(now_ns, seq, from);
+            self.deliver_slot(now_ns, seq, ece_path);
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             self.snd_buffered = self.snd_buffered.saturating_sub(u64::from(slot.len));
             if slot.flags & SF_LAST != 0 {
@@ -2350,7 +2321,7 @@ impl Conn {
                 if seq >= self.snd_nxt {
                     break;
                 }
-                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, from) {
+                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, ece_path) {
                     progress = true;
                 }
             }
