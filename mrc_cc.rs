@@ -566,19 +566,27 @@ impl Delay {
     /// delayed on a loaded or emulated machine) or acknowledgements that bunch up raise
     /// only some of them. Reading those as queueing would keep the windows near their floor
     /// and leave fast paths idle.
+    ///
+    /// An acknowledgement without a sample (one that came back by another plane) leaves the
+    /// standing RTT as the samples before it made it: the window then grows only while that
+    /// is on target, as it would have with a sample of its own.
     fn standing_rtt(&mut self, rolled: bool, rtt_ns: Option<u64>) -> Option<u64> {
         if rolled {
             self.prev_min_rtt_ns = self.win_min_rtt_ns;
             self.win_min_rtt_ns = 0;
         }
-        let r = clamp_rtt(rtt_ns?);
-        self.win_min_rtt_ns = match self.win_min_rtt_ns {
-            0 => r,
-            m => m.min(r),
-        };
-        let m = match self.prev_min_rtt_ns {
-            0 => self.win_min_rtt_ns,
-            p => p.min(self.win_min_rtt_ns),
+        if let Some(rtt) = rtt_ns {
+            let r = clamp_rtt(rtt);
+            self.win_min_rtt_ns = match self.win_min_rtt_ns {
+                0 => r,
+                m => m.min(r),
+            };
+        }
+        let m = match (self.prev_min_rtt_ns, self.win_min_rtt_ns) {
+            (0, 0) => return None,
+            (0, w) => w,
+            (p, 0) => p,
+            (p, w) => p.min(w),
         };
         Some(u64::from(m))
     }

@@ -566,6 +566,15 @@ struct SendSlot {
     tx_count: u8,
 }
 
+/// Where an acknowledgement came from.
+#[derive(Clone, Copy, Debug)]
+struct AckFrom {
+    /// The path the packet carrying it arrived on, if the connection has that path.
+    path: Option<PathIdx>,
+    /// Whether it echoes an ECN mark (an ACK with [`Flags::ECE`]).
+    ece: bool,
+}
+
 /// A path's RACK reorder window, widened by needless retransmissions (RFC 8985, 6.2).
 #[derive(Clone, Copy, Debug, Default)]
 struct Reorder {
@@ -1667,6 +1676,9 @@ impl Conn {
 
     fn build_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
         let path = self.control_path(self.ack_path_id)?;
+        // The header names the path the ACK goes by, which the sender times it on; that is
+        // another than the latest DATA's when this end holds that one Failed.
+        let pid = self.paths.get(path)?.ids().path_id;
         let mut bitmap = [0u8; MAX_SACK_BYTES];
         let span = self.rcv_high.saturating_sub(self.rcv_nxt).min(WINDOW_SEQ);
         let mut used = 0usize;
@@ -1693,13 +1705,15 @@ impl Conn {
             bitmap.get(..used).unwrap_or(&[]),
         );
         let mut flags = self.flags(PacketType::Ack);
-        if self.ece_pending {
+        // An echo counts against the packets of the path the ACK names, so it goes only by
+        // the path of the marked packet.
+        if self.ece_pending && pid == self.ack_path_id {
             flags = flags.with(Flags::ECE);
         }
         let len = encode_control(
             buf,
             self.session_id,
-            self.ack_path_id,
+            pid,
             flags,
             self.snd_nxt,
             self.rcv_nxt,
@@ -1753,7 +1767,13 @@ impl Conn {
         }
         self.probe_replies_len = self.probe_replies_len.saturating_sub(1);
         let (path_id, probe) = *self.probe_replies.get(self.probe_replies_len)?;
-        let path = self.control_path(path_id)?;
+        // A probe is answered by the path it tests, whatever this end thinks of that path:
+        // the prober times the path by the answer, and one that came back by another path
+        // would hold that path's delay. Only a path this end does not have yet falls back.
+        let path = self
+            .paths
+            .find(path_id)
+            .or_else(|| self.control_path(path_id))?;
         let len = encode_control(
             buf,
             self.session_id,
@@ -2188,13 +2208,11 @@ impl Conn {
                 if self.state == State::TimeWait {
                     return Input::Consumed;
                 }
-                let ece_path = if h.flags.ece() {
+                if h.flags.ece() {
                     self.stats.ece_received = self.stats.ece_received.saturating_add(1);
-                    self.paths.find(h.path_id)
-                } else {
-                    None
-                };
-                if self.process_ack(now_ns, h.ack, Some(&sack), ece_path) {
+                }
+                let from = self.ack_from(h, h.flags.ece());
+                if self.process_ack(now_ns, h.ack, Some(&sack), from) {
                     Input::Consumed
                 } else {
                     Input::Dropped(DropReason::Invalid)
@@ -2202,13 +2220,15 @@ impl Conn {
             }
             Body::Data(payload) => {
                 if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, None);
+                    let from = self.ack_from(h, false);
+                    self.process_ack(now_ns, h.ack, None, from);
                 }
                 self.input_data(now_ns, h, payload.len(), false, ce)
             }
             Body::Fin => {
                 if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, None);
+                    let from = self.ack_from(h, false);
+                    self.process_ack(now_ns, h.ack, None, from);
                 }
                 self.input_data(now_ns, h, 0, true, false)
             }
@@ -2237,19 +2257,28 @@ impl Conn {
     // Acknowledgements received
     // -----------------------------------------------------------------------------------------
 
+    /// Returns where an acknowledgement in a packet with header `h` came from; `ece` tells
+    /// whether it echoes an ECN mark.
+    fn ack_from(&self, h: &Header, ece: bool) -> AckFrom {
+        AckFrom {
+            path: self.paths.find(h.path_id),
+            ece,
+        }
+    }
+
     /// Marks the packet at `seq` as delivered; returns whether it was newly so.
-    fn deliver_slot(&mut self, now_ns: u64, seq: u64, ece_path: Option<PathIdx>) -> bool {
+    fn deliver_slot(&mut self, now_ns: u64, seq: u64, from: AckFrom) -> bool {
         let Some(slot) = self.send.get(slot_of(seq)).copied() else {
             return false;
         };
         match slot.state {
             SlotState::InFlight => {
                 let path = usize::from(slot.path);
-                let ece = ece_path == Some(path);
+                let ece = from.ece && from.path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
                 let rtt = (slot.tx_count == 1).then_some(sample);
                 self.paths
-                    .on_ack(path, now_ns, wire_len(slot.len), rtt, ece);
+                    .on_ack_by_way_of(path, from.path, now_ns, wire_len(slot.len), rtt, ece);
                 // An acknowledgement that came back faster than the path's fastest RTT belongs
                 // to an earlier transmission and says nothing about the latest one.
                 let plausible = slot.tx_count == 1
@@ -2282,14 +2311,14 @@ impl Conn {
     }
 
     /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
-    /// `ece_path` is the path an ACK with [`Flags::ECE`] names: its newly acknowledged packets
-    /// count as marked.
+    /// `from` tells the path the acknowledgement came by and whether it echoes an ECN mark:
+    /// the newly acknowledged packets of that path count as marked.
     fn process_ack(
         &mut self,
         now_ns: u64,
         cum: u64,
         sack: Option<&Sack<'_>>,
-        ece_path: Option<PathIdx>,
+        from: AckFrom,
     ) -> bool {
         if cum > self.snd_nxt {
             return false;
@@ -2300,7 +2329,7 @@ impl Conn {
         let mut progress = false;
         while self.snd_una < cum {
             let seq = self.snd_una;
-            self.deliver_slot(now_ns, seq, ece_path);
+            self.deliver_slot(now_ns, seq, from);
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             self.snd_buffered = self.snd_buffered.saturating_sub(u64::from(slot.len));
             if slot.flags & SF_LAST != 0 {
@@ -2321,7 +2350,7 @@ impl Conn {
                 if seq >= self.snd_nxt {
                     break;
                 }
-                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, ece_path) {
+                if seq >= self.snd_una && self.deliver_slot(now_ns, seq, from) {
                     progress = true;
                 }
             }

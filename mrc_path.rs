@@ -128,6 +128,14 @@ pub fn plane_pair(locals: &[Endpoint], peers: &[Endpoint], plane: usize) -> Opti
 /// Largest RTT sample taken into account; larger samples are clamped.
 const MAX_RTT_NS: u64 = u32::MAX as u64;
 
+/// Planes whose minimum RTTs differ by no more than this are taken for alike: an answer by
+/// way of one times a path of the other to within about half of it (see
+/// [`PathTable::on_ack_by_way_of`]). It is that large because minimum RTTs measured on a
+/// loaded host (softirq work queued behind a transfer) differ by several milliseconds
+/// between planes of one link, while planes of different links, as in the MPTCP selftest's
+/// topology (1 ms and 25 ms of delay each way), differ by more.
+const ALIKE_PLANES_NS: u64 = 20_000_000;
+
 /// Length of the windows over which the largest RTT sample is kept for the probe timeout.
 const RTT_PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
@@ -273,11 +281,15 @@ struct RttEstimator {
     srtt_ns: u32,
     rttvar_ns: u32,
     min_rtt_ns: u32,
+    /// Whether `min_rtt_ns` comes from answers by the path's own route (see
+    /// [`PathTable::on_ack_by_way_of`]) rather than from provisional samples.
+    own_min: bool,
     /// Largest sample of the current and of the previous [`RTT_PEAK_WINDOW_NS`].
     peak_ns: u32,
     prev_peak_ns: u32,
-    /// Index of the window `peak_ns` belongs to: the time divided by its length.
-    peak_window: u32,
+    /// Index of the window `peak_ns` belongs to: the time divided by its length, modulo
+    /// 2^16 (only whether the window changed, and whether by one, matters).
+    peak_window: u16,
     /// Send time of the latest packet answered with a sample (the sample's time less its
     /// RTT): the peer had processed what was sent on the path up to then.
     answered_sent_ns: u64,
@@ -298,15 +310,18 @@ impl RttEstimator {
         peak.saturating_add(peak / 4)
     }
 
-    fn sample(&mut self, now_ns: u64, rtt_ns: u64) {
+    /// Takes the time an answer took into the recent peak only (the answer to a packet sent
+    /// at `now_ns - rtt_ns`): however it came back, how late answers come bounds the
+    /// timeouts.
+    fn answered(&mut self, now_ns: u64, rtt_ns: u64) -> u32 {
         self.answered_sent_ns = self.answered_sent_ns.max(now_ns.saturating_sub(rtt_ns));
         // Zero would read as "no sample".
         let r = u32::try_from(rtt_ns.clamp(1, MAX_RTT_NS)).unwrap_or(u32::MAX);
-        let window = u32::try_from(now_ns / RTT_PEAK_WINDOW_NS).unwrap_or(u32::MAX);
+        let window = u16::try_from((now_ns / RTT_PEAK_WINDOW_NS) & 0xffff).unwrap_or(0);
         if window != self.peak_window {
             // After a gap of more than one window (or a clock that jumped), the previous
             // window's peak is no longer recent.
-            self.prev_peak_ns = if window == self.peak_window.saturating_add(1) {
+            self.prev_peak_ns = if window == self.peak_window.wrapping_add(1) {
                 self.peak_ns
             } else {
                 0
@@ -315,10 +330,26 @@ impl RttEstimator {
             self.peak_window = window;
         }
         self.peak_ns = self.peak_ns.max(r);
+        r
+    }
+
+    /// Takes an RTT sample; `own` tells whether the answer came back by the path's own
+    /// route. Other samples are provisional: they start the smoothed RTT and a minimum that
+    /// the first sample of its own replaces.
+    fn sample(&mut self, now_ns: u64, rtt_ns: u64, own: bool) {
+        let r = self.answered(now_ns, rtt_ns);
+        if own && !self.own_min {
+            self.min_rtt_ns = r;
+            self.own_min = true;
+        } else if own || !self.own_min {
+            self.min_rtt_ns = match self.min_rtt_ns {
+                0 => r,
+                m => m.min(r),
+            };
+        }
         if self.srtt_ns == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2;
-            self.min_rtt_ns = r;
             return;
         }
         let diff = u64::from(self.srtt_ns.abs_diff(r));
@@ -333,7 +364,17 @@ impl RttEstimator {
         self.rttvar_ns = u32::try_from(var).unwrap_or(u32::MAX);
         // Never zero again: (7 * s + r) / 8 >= 1 when s >= 1 and r >= 1.
         self.srtt_ns = u32::try_from(srtt).unwrap_or(u32::MAX).max(1);
-        self.min_rtt_ns = self.min_rtt_ns.min(r);
+    }
+
+    /// Whether the path has been timed, but only by answers that came back by another
+    /// plane (see [`PathTable::on_ack_by_way_of`]).
+    fn provisional(&self) -> bool {
+        self.srtt_ns != 0 && !self.own_min
+    }
+
+    /// Returns the minimum RTT if it comes from answers by the path's own route.
+    fn own_min(&self) -> Option<u64> {
+        (self.own_min && self.min_rtt_ns != 0).then_some(u64::from(self.min_rtt_ns))
     }
 
     /// Returns (srtt, rttvar), using the initial RTT before the first sample
@@ -909,12 +950,24 @@ impl PathTable {
         rtt_ns: Option<u64>,
         ece: bool,
     ) {
+        self.ack(idx, now_ns, bytes, rtt_ns, true, ece);
+    }
+
+    fn ack(
+        &mut self,
+        idx: PathIdx,
+        now_ns: u64,
+        bytes: u32,
+        rtt_ns: Option<u64>,
+        own: bool,
+        ece: bool,
+    ) {
         let Some(p) = self.get_mut(idx) else {
             return;
         };
         p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         if let Some(r) = rtt_ns {
-            p.rtt.sample(now_ns, r);
+            p.rtt.sample(now_ns, r, own);
         }
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
@@ -926,6 +979,48 @@ impl PathTable {
             p.probe_outstanding = false;
         }
         p.cc.on_ack(now_ns, bytes, rtt_ns, ece);
+    }
+
+    /// Reports that `bytes` sent on path `idx` were acknowledged by an answer that came back
+    /// by path `via`, with `rtt_ns` the time it took if that is an RTT sample at all (see
+    /// [`PathTable::on_ack`]).
+    ///
+    /// The answer took `idx`'s way there and `via`'s way back. Paths of one plane share
+    /// their route, and planes whose own minimum RTTs differ by no more than
+    /// [`ALIKE_PLANES_NS`] are taken for alike: then the answer is an RTT sample of `idx`.
+    /// Otherwise `via`'s way back may be shorter or longer by far (over a 1 ms link instead
+    /// of a 25 ms one it makes a 50 ms path look like a 27 ms one). Such a sample only starts
+    /// a path that has no sample by its own plane yet, and its minimum RTT, which the first
+    /// such sample replaces; after that it times nothing, and the acknowledgement counts
+    /// for the congestion controller without a sample.
+    pub fn on_ack_by_way_of(
+        &mut self,
+        idx: PathIdx,
+        via: Option<PathIdx>,
+        now_ns: u64,
+        bytes: u32,
+        rtt_ns: Option<u64>,
+        ece: bool,
+    ) {
+        let own = match (self.get(idx), via.and_then(|v| self.get(v))) {
+            (Some(p), Some(q)) => {
+                p.ids.plane == q.ids.plane
+                    || match (p.rtt.own_min(), q.rtt.own_min()) {
+                        (Some(x), Some(y)) => x.abs_diff(y) <= ALIKE_PLANES_NS,
+                        _ => false,
+                    }
+            }
+            _ => false,
+        };
+        let first = self.get(idx).is_some_and(|p| !p.rtt.own_min);
+        if own || first {
+            self.ack(idx, now_ns, bytes, rtt_ns, own, ece);
+        } else {
+            if let (Some(p), Some(r)) = (self.get_mut(idx), rtt_ns) {
+                p.rtt.answered(now_ns, r);
+            }
+            self.ack(idx, now_ns, bytes, None, false, ece);
+        }
     }
 
     /// Reports that a packet of the peer arrived on a path.
@@ -1036,7 +1131,7 @@ impl PathTable {
     /// with a fresh congestion controller.
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
-        p.rtt.sample(now_ns, rtt_ns);
+        p.rtt.sample(now_ns, rtt_ns, true);
         p.last_heard_ns = now_ns;
         p.probe_outstanding = false;
         p.missed_probes = 0;
@@ -1060,7 +1155,12 @@ impl PathTable {
                 // With one probe at a time, a path whose RTT is long is probed once per RTT;
                 // its next probe is not held back by the RTT too, so that a path the
                 // scheduler leaves idle because it was slow is found fast again soon.
-                let mut hb = if busy {
+                // A path timed only by answers that came back by another plane is probed
+                // as if busy even on an idle connection: its smoothed RTT holds the other
+                // plane's way back (and an acknowledgement's delay), and the scheduler,
+                // which may leave it idle for that, would not correct it before the idle
+                // heartbeat. A probe's answer comes back by the path it tests.
+                let mut hb = if busy || p.rtt.provisional() {
                     self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns

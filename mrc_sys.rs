@@ -1355,6 +1355,8 @@ impl Sock {
 
     /// Arms the socket's timer for monotonic time `at_ns` (softirq context).
     pub(crate) fn arm_timer(&self, at_ns: u64) {
+        // ktime_t is signed: a later time would wrap into the past.
+        let at_ns = at_ns.min(i64::MAX as u64);
         // SAFETY: the timer was initialised with the socket and is cancelled
         // before the socket is freed.
         unsafe {

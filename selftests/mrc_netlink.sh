@@ -202,6 +202,11 @@ for side, port in (("x", "local_port"), ("y2", "remote_port")):
                         "port=" + "/".join(sorted({str(c[port]) for c in d}))]))
     out(side + " sessions", " ".join(sorted(c["session_id"] for c in d)))
 out("y2 cookies", " ".join(str(c) for c in sorted(c["cookie"] or 0 for c in conns("y2"))))
+PATH_KEYS = ("path_id", "plane", "local_addr", "state", "srtt_ns", "min_rtt_ns", "cwnd",
+             "bytes_sent", "bytes_acked", "probes_sent", "probes_missed")
+def why(line):
+    with open(f"{tmp}/why", "a") as f:
+        print(line, file=f)
 def grew(field, plane=None):
     one, two = ({c["session_id"]: c for c in conns(n)} for n in ("y1", "y2"))
     bad = []
@@ -217,6 +222,10 @@ def grew(field, plane=None):
                       for c in (c1, c2))
         if not v2 > v1:
             bad.append(f"{sid}:{v1}->{v2}")
+            why(f"{field} {plane or ''} of {sid} did not grow; its paths then and a second later:")
+            for c in (c1, c2):
+                for p in c["paths"]:
+                    why(" ".join(f"{k}={p.get(k)}" for k in PATH_KEYS))
     return "grew" if two and not bad else " ".join(bad) or "none"
 out("tx_bytes", grew("tx_bytes"))
 for field in ("bytes_sent", "bytes_acked"):
@@ -250,6 +259,9 @@ for field in bytes_sent bytes_acked; do
 			"$(got "$field $plane")"
 	done
 done
+
+# On a failure above, the paths of the connection that failed it.
+[ -s "$tmp/why" ] && sed 's/^/# /' "$tmp/why"
 
 # Isolation: c sees no connection, counts none, and cannot get one by
 # session id. conn-get by session id and by cookie gets that connection.

@@ -254,6 +254,48 @@ fn dead_path_on_cpu_bound_hosts_is_still_detected() {
     }
 }
 
+/// An application-limited connection on those hosts, as `mrc_netlink.sh` runs three: 16 KiB
+/// every 200 ms over both planes. Each burst is shorter than the busy heartbeat and the
+/// connection is idle in between, so what keeps a plane in use is only how the scheduler
+/// sees its paths. Every second from the second on, both planes carry data and have data
+/// acknowledged.
+#[test]
+fn app_limited_connection_keeps_both_planes_in_use() {
+    for seed in 1..=8 {
+        let mut cfg = cpu_bound(seed, 2, [STALLS, STALLS]);
+        cfg.close_when_done = false;
+        let mut sim = Sim::new(cfg);
+        let mut seen: Vec<[(u64, u64); 2]> = Vec::new();
+        for round in 0..40u64 {
+            if round % 5 == 0 {
+                let mut per_plane = [(0u64, 0u64); 2];
+                for (_, p) in sim.nodes[0].conn.paths().iter() {
+                    let c = p.counters();
+                    let e = &mut per_plane[usize::from(p.ids().plane.min(1))];
+                    e.0 += c.bytes_sent;
+                    e.1 += c.bytes_acked;
+                }
+                seen.push(per_plane);
+            }
+            send(&mut sim, 1, 16 << 10);
+            let until = (round + 1) * 200 * MS;
+            sim.run_to(until);
+        }
+        eprintln!("seed {seed}: {seen:?}");
+        for (k, w) in seen.windows(2).enumerate().skip(1) {
+            for plane in 0..2 {
+                let (a, b) = (w[0][plane], w[1][plane]);
+                assert!(
+                    b.0 > a.0 && b.1 > a.1,
+                    "seed {seed}: plane {plane} sent/acked {a:?} at {} s, {b:?} a second later\n{}",
+                    k,
+                    describe(&sim)
+                );
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "exploration: CPU_SIM=queues,interval_ms,longest_ms,client_stalls(0|1)"]
 fn explore() {

@@ -1103,3 +1103,60 @@ mod planes {
         assert_eq!(plane_pair(&a, &a, 1), None);
     }
 }
+
+/// Paths 0 and 1 on planes 0 and 1 with the default 1 ms busy heartbeat and a 100 ms idle
+/// one; path 0 is timed by a probe's answer at 20 ms, path 1 only by an acknowledgement that
+/// came back by path 0 (of a packet sent at 10 ms, answered at 12 ms).
+fn timed_across_planes() -> PathTable {
+    let mut t = table(2);
+    t.on_probe_ack(0, 0, 20 * MS);
+    t.on_sent(1, 10 * MS, 1000, false);
+    t.on_ack_by_way_of(1, Some(0), 12 * MS, 1000, Some(2 * MS), false);
+    t
+}
+
+#[test]
+fn answer_by_another_plane_only_starts_a_path() {
+    let mut t = timed_across_planes();
+    // The first such answer starts path 1: it has an RTT, and it was acknowledged.
+    let p = t.get(1).unwrap();
+    assert_eq!((p.srtt_ns(), p.min_rtt_ns()), (Some(2 * MS), Some(2 * MS)));
+    assert_eq!(p.counters().bytes_acked, 1000);
+    // A probe's answer is its own: it replaces the provisional minimum even if larger.
+    t.on_probe_sent(1, 20 * MS);
+    t.on_probe_ack(1, 25 * MS, 5 * MS);
+    assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(5 * MS));
+    // The planes' own minimums, 20 ms and 5 ms, are within ALIKE_PLANES_NS: an answer by
+    // path 0 times path 1 again.
+    t.on_sent(1, 30 * MS, 1000, false);
+    t.on_ack_by_way_of(1, Some(0), 34 * MS, 1000, Some(4 * MS), false);
+    assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(4 * MS));
+    // Once they are not (path 0's own minimum 40 ms below path 1's), it no longer does:
+    // path 1's minimum and smoothed RTT stay its own, though the bytes count as
+    // acknowledged.
+    let mut t = timed_across_planes();
+    t.on_probe_ack(1, 25 * MS, 60 * MS);
+    let before = t.get(1).unwrap().srtt_ns();
+    t.on_sent(1, 30 * MS, 1000, false);
+    t.on_ack_by_way_of(1, Some(0), 31 * MS, 1000, Some(MS), false);
+    let p = t.get(1).unwrap();
+    assert_eq!((p.min_rtt_ns(), p.srtt_ns()), (Some(60 * MS), before));
+    assert_eq!((p.inflight(), p.counters().bytes_acked), (0, 2000));
+}
+
+#[test]
+fn path_timed_only_by_another_plane_is_probed_while_idle() {
+    let mut t = timed_across_planes();
+    // Nothing in flight. Path 0 waits for the idle heartbeat, 100 ms after its answer;
+    // path 1 gets the busy one, 1 ms after it was heard.
+    assert_eq!(t.next_timer(12 * MS), Some(13 * MS));
+    let r = t.on_tick(13 * MS);
+    assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![1]);
+    t.on_probe_sent(1, 13 * MS);
+    t.on_probe_ack(1, 15 * MS, 2 * MS);
+    // Its own answer ends that: both wait for the idle heartbeat, path 0 from 0 ms and
+    // path 1 from 15 ms.
+    assert_eq!(t.next_timer(15 * MS), Some(100 * MS));
+    let r = t.on_tick(100 * MS);
+    assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![0]);
+}

@@ -6,9 +6,7 @@
 //!
 //! They check that the transfer finishes within the selftest's time limit and that every
 //! path's RTT estimate is its own: an acknowledgement that came back by the other link, of
-//! another delay, must not make a 50 ms path look like a 30 ms one. The three cases with a
-//! 25 ms link fail that: the receiver acknowledges by the path of the latest DATA packet, and
-//! the sender times every packet an ACK acknowledges by it.
+//! another delay, must not make a 50 ms path look like a 30 ms one.
 
 mod common;
 
@@ -75,7 +73,6 @@ fn balanced_bandwidth() {
 }
 
 #[test]
-#[ignore = "an ACK times every packet it acknowledges by the way back of the path it came by: paths of the 25 ms link measure minimum RTTs of 30 ms"]
 fn balanced_bandwidth_unbalanced_delay() {
     case([10, 10], [1, 25]);
 }
@@ -86,13 +83,11 @@ fn unbalanced_bandwidth() {
 }
 
 #[test]
-#[ignore = "an ACK times every packet it acknowledges by the way back of the path it came by: paths of the 25 ms link measure minimum RTTs of 30 ms"]
 fn unbalanced_bandwidth_unbalanced_delay() {
     case([10, 3], [1, 25]);
 }
 
 #[test]
-#[ignore = "an ACK times every packet it acknowledges by the way back of the path it came by: paths of the 25 ms link measure minimum RTTs of 30 ms"]
 fn unbalanced_bandwidth_opposed_delay() {
     case([10, 3], [25, 1]);
 }

@@ -1028,6 +1028,16 @@ impl Sim {
         true
     }
 
+    /// Runs every event due up to `until_ns`, then sets the clock to it: an application
+    /// that acts at fixed times (see [`Sim::queue_message`]) acts then, however long the
+    /// connections stay idle in between.
+    pub fn run_to(&mut self, until_ns: u64) {
+        while self.queue.peek().is_some_and(|Reverse(i)| i.at <= until_ns) {
+            self.step();
+        }
+        self.now = self.now.max(until_ns);
+    }
+
     /// Runs to completion: every message delivered both ways and both ends closed.
     pub fn run(&mut self) -> bool {
         self.run_until(|s| s.both_closed())
