@@ -41,6 +41,16 @@
 //! meanwhile is found within milliseconds once data flows again, and a host
 //! with thousands of idle connections is not kept busy answering probes.
 //!
+//! # RTT samples
+//!
+//! An acknowledgement times the packets it acknowledges only if it came back
+//! by their path's plane, or by a plane of like minimum RTT: the peer answers
+//! by the path of its latest packet, and another plane's way back can be far
+//! shorter or longer ([`PathTable::on_ack_by_way_of`]). A path timed only by
+//! such answers has a provisional RTT, and is probed at the busy heartbeat
+//! even while the connection is idle, since a probe's answer comes back by the
+//! path it tests.
+//!
 //! The probe timeout is the path's srtt + 4 * rttvar, or 5/4 of its largest
 //! RTT sample of the last one to two seconds if that is longer, within
 //! configured bounds; the upper bound yields to twice the srtt, since a path with a deep
