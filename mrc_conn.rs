@@ -190,7 +190,9 @@ pub struct ConnConfig {
     pub sndbuf: u32,
     /// Largest message in bytes, in both directions.
     pub max_msg: u32,
-    /// Longest an acknowledgement is delayed.
+    /// Longest an acknowledgement is delayed. A request's answer sent within it carries the
+    /// acknowledgement, and no ACK packet goes out on its own; bulk data is acknowledged
+    /// every [`ConnConfig::ack_every`] packets regardless.
     pub delack_ns: u64,
     /// DATA packets received that force an acknowledgement (at least 1).
     pub ack_every: u8,
@@ -210,13 +212,16 @@ pub struct ConnConfig {
 }
 
 impl ConnConfig {
-    /// The defaults: 1400-byte datagrams, 4 MiB buffers, 1 MiB messages, 200 us delayed ACKs.
+    /// The defaults: 1400-byte datagrams, 4 MiB buffers, 1 MiB messages, 1 ms delayed ACKs.
     pub const DEFAULT: ConnConfig = ConnConfig {
         mtu: 1400,
         rcvbuf: 4 << 20,
         sndbuf: 4 << 20,
         max_msg: 1 << 20,
-        delack_ns: 200_000,
+        // An application's reply on a loaded host takes a few hundred microseconds. TCP
+        // waits at least 40 ms; this stays at the probe timeout's default floor, so that
+        // a lone packet's acknowledgement comes before its path could count as silent.
+        delack_ns: 1_000_000,
         ack_every: 2,
         reorder_min_ns: 50_000,
         user_timeout_ns: 30_000_000_000,

@@ -652,6 +652,30 @@ fn reply_carries_the_delayed_ack() {
     assert_eq!(client.stats().acks_sent, handshake_acks + 1);
 }
 
+/// A reply that the application sends 500 us after the request, as a small request/response
+/// exchange does on a loaded host, still carries the acknowledgement: the ACK is delayed by
+/// up to 1 ms, so no ACK packet goes out on its own.
+#[test]
+fn reply_after_half_a_millisecond_carries_the_ack() {
+    let (mut client, mut server) = established();
+    let now = MS;
+    let req = send_small(&mut client, 1, now);
+    feed(&mut server, now, &req[0]);
+    let later = now + 500 * US;
+    if let Some(t) = server.next_timeout(now) {
+        assert!(
+            t > later,
+            "the server's timer is due at {t}, before {later}"
+        );
+    }
+    server.on_timeout(later);
+    assert!(drain(&mut server, later).is_empty(), "ACK delayed");
+    let reply = send_small(&mut server, 1, later);
+    assert_eq!(kind(&reply[0]), PacketType::Data);
+    assert_eq!(header(&reply[0]).ack, CLIENT_ISN + 1);
+    assert_eq!(server.stats().acks_sent, 0);
+}
+
 /// Replies carry no window edge, so once the edge the requester knows leaves it less than
 /// half a buffer of room, ACKs go out again and move it.
 #[test]
