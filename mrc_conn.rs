@@ -221,7 +221,7 @@ impl ConnConfig {
         // An application's reply on a loaded host takes a few hundred microseconds. TCP
         // waits at least 40 ms; this stays at the probe timeout's default floor, so that
         // a lone packet's acknowledgement comes before its path could count as silent.
-        delack_ns: 1_000_000,
+        delack_ns: PathConfig::DEFAULT.probe_timeout_min_ns,
         ack_every: 2,
         reorder_min_ns: 50_000,
         user_timeout_ns: 30_000_000_000,
@@ -578,6 +578,13 @@ struct AckFrom {
     path: Option<PathIdx>,
     /// Whether it echoes an ECN mark (an ACK with [`Flags::ECE`]).
     ece: bool,
+}
+
+impl AckFrom {
+    /// An acknowledgement without an ECN echo, as DATA and FIN carry.
+    fn plain(path: Option<PathIdx>) -> Self {
+        AckFrom { path, ece: false }
+    }
 }
 
 /// A path's RACK reorder window, widened by needless retransmissions (RFC 8985, 6.2).
@@ -2183,7 +2190,10 @@ impl Conn {
 
     fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
         let h = &pkt.header;
-        if let Some(idx) = self.paths.find(h.path_id) {
+        // The path the packet arrived on, if the connection has it; nothing below adds or
+        // removes paths.
+        let arrived = self.paths.find(h.path_id);
+        if let Some(idx) = arrived {
             self.paths.on_heard(idx, now_ns);
         }
         match pkt.body {
@@ -2216,7 +2226,10 @@ impl Conn {
                 if h.flags.ece() {
                     self.stats.ece_received = self.stats.ece_received.saturating_add(1);
                 }
-                let from = self.ack_from(h, h.flags.ece());
+                let from = AckFrom {
+                    path: arrived,
+                    ece: h.flags.ece(),
+                };
                 if self.process_ack(now_ns, h.ack, Some(&sack), from) {
                     Input::Consumed
                 } else {
@@ -2225,15 +2238,13 @@ impl Conn {
             }
             Body::Data(payload) => {
                 if self.state != State::TimeWait {
-                    let from = self.ack_from(h, false);
-                    self.process_ack(now_ns, h.ack, None, from);
+                    self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
                 }
                 self.input_data(now_ns, h, payload.len(), false, ce)
             }
             Body::Fin => {
                 if self.state != State::TimeWait {
-                    let from = self.ack_from(h, false);
-                    self.process_ack(now_ns, h.ack, None, from);
+                    self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
                 }
                 self.input_data(now_ns, h, 0, true, false)
             }
@@ -2247,7 +2258,7 @@ impl Conn {
                 Input::Consumed
             }
             Body::ProbeAck(probe) => {
-                if let Some(idx) = self.paths.find(h.path_id) {
+                if let Some(idx) = arrived {
                     if probe.ts <= now_ns {
                         let rtt = now_ns.saturating_sub(probe.ts);
                         self.paths.on_probe_ack(idx, now_ns, rtt);
@@ -2261,15 +2272,6 @@ impl Conn {
     // -----------------------------------------------------------------------------------------
     // Acknowledgements received
     // -----------------------------------------------------------------------------------------
-
-    /// Returns where an acknowledgement in a packet with header `h` came from; `ece` tells
-    /// whether it echoes an ECN mark.
-    fn ack_from(&self, h: &Header, ece: bool) -> AckFrom {
-        AckFrom {
-            path: self.paths.find(h.path_id),
-            ece,
-        }
-    }
 
     /// Marks the packet at `seq` as delivered; returns whether it was newly so.
     fn deliver_slot(&mut self, now_ns: u64, seq: u64, from: AckFrom) -> bool {

@@ -1012,17 +1012,15 @@ impl PathTable {
         rtt_ns: Option<u64>,
         ece: bool,
     ) {
-        let own = match (self.get(idx), via.and_then(|v| self.get(v))) {
-            (Some(p), Some(q)) => {
-                p.ids.plane == q.ids.plane
-                    || match (p.rtt.own_min(), q.rtt.own_min()) {
-                        (Some(x), Some(y)) => x.abs_diff(y) <= ALIKE_PLANES_NS,
-                        _ => false,
-                    }
-            }
-            _ => false,
+        let Some(p) = self.get(idx) else {
+            return;
         };
-        let first = self.get(idx).is_some_and(|p| !p.rtt.own_min);
+        let own = via.and_then(|v| self.get(v)).is_some_and(|q| {
+            p.ids.plane == q.ids.plane
+                || matches!((p.rtt.own_min(), q.rtt.own_min()),
+                    (Some(x), Some(y)) if x.abs_diff(y) <= ALIKE_PLANES_NS)
+        });
+        let first = !p.rtt.own_min;
         if own || first {
             self.ack(idx, now_ns, bytes, rtt_ns, own, ece);
         } else {
