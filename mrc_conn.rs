@@ -1926,6 +1926,7 @@ impl Conn {
                 let backlog = u64::from(self.lost_count)
                     .saturating_mul(u64::from(wire_len(self.cfg.max_payload())));
                 let path = self.paths.pick_retransmit_path_backlog(
+                    now_ns,
                     wire_len(slot.len),
                     Some(usize::from(slot.path)),
                     backlog,
@@ -2053,7 +2054,7 @@ impl Conn {
         let path = self
             .paths
             .pick_path(now_ns, wire_len(0))
-            .or_else(|| self.paths.pick_retransmit_path(wire_len(0), None))?;
+            .or_else(|| self.paths.pick_retransmit_path(now_ns, wire_len(0), None))?;
         let seq = self.snd_nxt;
         let slot = self.send.get_mut(slot_of(seq))?;
         *slot = SendSlot {
@@ -2769,6 +2770,7 @@ impl Conn {
                 let t = min_opt(ack, self.rack_deadline);
                 let t = min_opt(t, self.rto_deadline);
                 let t = min_opt(t, self.user_deadline());
+                let t = min_opt(t, self.pacing_deadline(now_ns));
                 min_opt(
                     t,
                     self.paths.next_timer_waiting(now_ns, self.data_waiting()),
@@ -2827,6 +2829,16 @@ impl Conn {
                 }
             }
         }
+    }
+
+    /// Returns when a path's pacing next lets data leave, if data is ready to go and a
+    /// path with window room is held back only by its pacing.
+    fn pacing_deadline(&self, now_ns: u64) -> Option<u64> {
+        let ready = self.lost_count > 0 || (self.msgq_len > 0 && !self.ring_full());
+        if !ready {
+            return None;
+        }
+        self.paths.next_departure(now_ns, wire_len(1))
     }
 
     /// Whether data is unacknowledged or queued. Failed paths are then

@@ -32,11 +32,16 @@ static ushort port = MRC_DEFAULT_UDP_PORT;
 module_param(port, ushort, 0444);
 MODULE_PARM_DESC(port, "UDP port of the per-namespace MRC tunnel socket (default 4796)");
 
+static bool pacing = true;
+module_param(pacing, bool, 0644);
+MODULE_PARM_DESC(pacing, "Pace each path's data at its congestion controller's rate (default Y; read when a connection opens)");
+
 /* socket(AF_MRC, ...) loads the module on demand. */
 MODULE_ALIAS_NETPROTO(MRC_DEFAULT_FAMILY);
 
 int mrc_param_family(void) { return family; }
 u16 mrc_param_port(void) { return port; }
+bool mrc_param_pacing(void) { return READ_ONCE(pacing); }
 
 void *mrc_net_generic(const struct net *net, unsigned int id) { return net_generic(net, id); }
 struct net *mrc_sock_net(const struct sock *sk) { return sock_net(sk); }

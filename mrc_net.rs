@@ -547,6 +547,7 @@ impl MrcNet {
         cfg.path.heartbeat_busy_ns = hb * 1_000_000;
         cfg.path.miss_threshold = p.miss_threshold.load(Ordering::Relaxed).clamp(1, 255) as u8;
         cfg.path.cc = p.cc();
+        cfg.path.pacing = mrc_sys::param_pacing();
         // A path is suspected only after 10 ms without an answer: shorter
         // timeouts mistake scheduling delays of a loaded host for path
         // failures, and every suspicion costs probes and retransmissions.

@@ -63,6 +63,21 @@
 //! connection; only missed probes and heartbeats, which are evidence of a
 //! dead path rather than of congestion, take the last paths down.
 //!
+//! # Pacing
+//!
+//! With [`PathConfig::pacing`], a path's data leaves at its congestion
+//! controller's pacing rate (twice its window per smoothed RTT) rather than
+//! as fast as acknowledgements open its window: acknowledgements come back by
+//! whichever path the peer answers on, so they do not clock a path's
+//! packets out at its bottleneck's rate as TCP's do. Each path keeps the
+//! earliest departure time of its next data packet ([`Path::pace_ns`]); a
+//! packet moves it on by its size at the rate. The clock may lag the present
+//! by [`PACE_BURST_NS`] (two packets' time at least), so a path sends at most
+//! that much at once, as TCP sizes its TSO bursts. The scheduler treats a path
+//! that may not send yet like one whose window is full, and
+//! [`PathTable::next_departure`] tells the glue when to wake for it. Probes,
+//! acknowledgements and other control packets are not paced.
+//!
 //! # Driving the detector
 //!
 //! The glue calls [`PathTable::on_tick`] when the time returned by
@@ -79,6 +94,10 @@ use super::mrc_proto::{Endpoint, FAMILY_V4};
 
 /// Largest number of paths one table holds.
 pub const MAX_PATHS: usize = 256;
+
+/// Longest burst of data a paced path sends at once, in time at its pacing rate: the
+/// 1 ms that Linux TCP sizes its TSO bursts to (`sk_pacing_shift` 10).
+pub const PACE_BURST_NS: u64 = 1_000_000;
 
 /// Default scheduling weight; see [`PathTable::set_weight`].
 pub const WEIGHT_DEFAULT: u8 = 16;
@@ -232,6 +251,9 @@ pub struct PathConfig {
     /// than the heartbeat after last hearing a path before probing it itself (see
     /// [`PathTable::set_heartbeat_yield`]).
     pub heartbeat_yield: bool,
+    /// Whether each path's data leaves at its congestion controller's pacing rate
+    /// (see "Pacing" in the module docs) rather than as fast as its window opens.
+    pub pacing: bool,
 }
 
 impl PathConfig {
@@ -251,6 +273,7 @@ impl PathConfig {
         rto_min_ns: 1_000_000,
         rto_max_ns: 1_000_000_000,
         heartbeat_yield: false,
+        pacing: true,
     };
 }
 
@@ -423,6 +446,8 @@ pub struct Path {
     last_heard_ns: u64,
     last_send_ns: u64,
     last_probe_ns: u64,
+    /// Earliest departure time of the path's next data packet (pacing).
+    pace_ns: u64,
     counters: PathCounters,
     cc: Cc,
 }
@@ -450,6 +475,7 @@ impl Path {
             last_heard_ns: now_ns,
             last_send_ns: 0,
             last_probe_ns: 0,
+            pace_ns: 0,
             counters: PathCounters::default(),
             cc: Cc::new(cfg.cc, cfg.mss),
         }
@@ -550,8 +576,38 @@ impl Path {
         self.last_send_ns
     }
 
+    /// Returns the earliest time the path's next data packet may leave: a time
+    /// at or before now means it may leave now.
+    pub fn pace_ns(&self) -> u64 {
+        self.pace_ns
+    }
+
     fn has_room(&self, bytes: u32) -> bool {
         self.inflight.saturating_add(u64::from(bytes)) <= u64::from(self.cc.cwnd())
+    }
+
+    /// Whether a data packet of `bytes` may leave on the path at `now_ns`: its
+    /// window has room and its pacing allows it.
+    fn can_send(&self, now_ns: u64, bytes: u32) -> bool {
+        self.has_room(bytes) && self.pace_ns <= now_ns
+    }
+
+    /// Moves the pacing clock on by the time `bytes` take at the pacing rate.
+    ///
+    /// The clock may lag `now_ns` by at most [`PACE_BURST_NS`] (or two packets' time, if
+    /// that is longer), so a path that was idle or held up sends at most that much at once.
+    fn pace(&mut self, now_ns: u64, bytes: u32) {
+        let Some(rate) = self.cc.pacing_rate().filter(|&r| r > 0) else {
+            return;
+        };
+        let tx_ns = (u64::from(bytes) * 1_000_000_000)
+            .checked_div(rate)
+            .unwrap_or(0);
+        let slack = PACE_BURST_NS.max(tx_ns.saturating_mul(2));
+        self.pace_ns = self
+            .pace_ns
+            .max(now_ns.saturating_sub(slack))
+            .saturating_add(tx_ns);
     }
 
     fn set_state(&mut self, now_ns: u64, to: PathState, why: StateReason) -> Option<Transition> {
@@ -927,6 +983,7 @@ impl PathTable {
 
     /// Reports that `bytes` of data (a retransmission if `retransmit`) were sent on a path.
     pub fn on_sent(&mut self, idx: PathIdx, now_ns: u64, bytes: u32, retransmit: bool) {
+        let pacing = self.cfg.pacing;
         let Some(p) = self.get_mut(idx) else {
             return;
         };
@@ -935,6 +992,9 @@ impl PathTable {
         }
         p.inflight = p.inflight.saturating_add(u64::from(bytes));
         p.last_send_ns = now_ns;
+        if pacing {
+            p.pace(now_ns, bytes);
+        }
         let c = &mut p.counters;
         c.bytes_sent = c.bytes_sent.saturating_add(u64::from(bytes));
         c.pkts_sent = c.pkts_sent.saturating_add(1);
@@ -1302,6 +1362,18 @@ impl PathTable {
             .min()
     }
 
+    /// Returns when the next Active path whose window has room for `bytes` but whose pacing
+    /// holds them back may send, if any does: the glue then wakes to send, for nothing
+    /// else may happen meanwhile.
+    pub fn next_departure(&self, now_ns: u64, bytes: u32) -> Option<u64> {
+        self.iter()
+            .filter(|(_, p)| {
+                p.state == PathState::Active && p.has_room(bytes) && p.pace_ns > now_ns
+            })
+            .map(|(_, p)| p.pace_ns)
+            .min()
+    }
+
     /// Returns the expected delivery time of `bytes` more on a path, scaled by its weight.
     fn delivery_estimate(&self, p: &Path, bytes: u32) -> u64 {
         let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
@@ -1356,9 +1428,10 @@ impl PathTable {
     /// Chooses the path for a new packet of `bytes`, with `backlog` bytes (this packet
     /// included) ready to be sent now, or `None` if it must wait.
     ///
-    /// Among Active non-backup paths whose window has room for the packet, the one with
-    /// the earliest expected delivery wins (lowest index on a tie). If paths that would
-    /// deliver it earlier are only waiting for window room, the packet waits for them
+    /// Among Active non-backup paths whose window has room for the packet and whose pacing
+    /// lets it leave now, the one with the earliest expected delivery wins (lowest index on
+    /// a tie). If paths that would deliver it earlier are only waiting for window room or
+    /// for their pacing, the packet waits for them
     /// unless they could not get the whole backlog through before the chosen path delivers
     /// it (earliest completion first): a path much slower than the others, such as one
     /// whose delay grew by hundreds of milliseconds, then carries nothing, since what it
@@ -1367,19 +1440,19 @@ impl PathTable {
     ///
     /// Backup paths are used only when no non-backup path is Active; a non-backup path
     /// that is Active but whose window is full makes the packet wait instead of spilling
-    /// onto a backup. `_now_ns` is reserved for pacing.
-    pub fn pick_path_backlog(&self, _now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
+    /// onto a backup.
+    pub fn pick_path_backlog(&self, now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
         let any_primary = self
             .iter()
             .any(|(_, p)| p.state == PathState::Active && !p.backup);
         let eligible = |p: &Path| p.state == PathState::Active && p.backup != any_primary;
         let (cand, due) = self
             .iter()
-            .filter(|(_, p)| eligible(p) && p.has_room(bytes))
+            .filter(|(_, p)| eligible(p) && p.can_send(now_ns, bytes))
             .map(|(i, p)| (i, self.delivery_estimate(p, bytes)))
             .min_by_key(|&(i, d)| (d, i))?;
         let waiting = self.drain_estimate(backlog, |_, p| {
-            eligible(p) && !p.has_room(bytes) && self.delivery_estimate(p, bytes) < due
+            eligible(p) && !p.can_send(now_ns, bytes) && self.delivery_estimate(p, bytes) < due
         });
         match waiting {
             Some(t) if t < due => None,
@@ -1390,22 +1463,28 @@ impl PathTable {
     /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`.
     ///
     /// The same as [`PathTable::pick_retransmit_path_backlog`] with an unlimited backlog.
-    pub fn pick_retransmit_path(&self, bytes: u32, exclude: Option<PathIdx>) -> Option<PathIdx> {
-        self.pick_retransmit_path_backlog(bytes, exclude, u64::MAX)
+    pub fn pick_retransmit_path(
+        &self,
+        now_ns: u64,
+        bytes: u32,
+        exclude: Option<PathIdx>,
+    ) -> Option<PathIdx> {
+        self.pick_retransmit_path_backlog(now_ns, bytes, exclude, u64::MAX)
     }
 
     /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`, with
     /// `backlog` bytes of retransmissions (this one included) waiting.
     ///
-    /// Prefers the Active non-backup path with the lowest smoothed RTT and window room
-    /// other than `exclude`, then such a backup path. As for new data, the packet waits
-    /// for paths that would deliver it earlier but have no window room, unless they could
+    /// Prefers the Active non-backup path with the lowest smoothed RTT that may send (window
+    /// room and pacing) other than `exclude`, then such a backup path. As for new data, the
+    /// packet waits for paths that would deliver it earlier but may not send yet, unless they could
     /// not get the backlog through before the chosen path delivers it. `exclude` itself is
     /// used only when it is the sole Active path: while another Active path exists, waiting
     /// for its window beats resending on the path that just lost the packet. `None` means
     /// the retransmission must wait for window room or a path.
     pub fn pick_retransmit_path_backlog(
         &self,
+        now_ns: u64,
         bytes: u32,
         exclude: Option<PathIdx>,
         backlog: u64,
@@ -1414,13 +1493,13 @@ impl PathTable {
         let fastest = |backup: bool| {
             let (cand, p) = self
                 .iter()
-                .filter(|(i, p)| usable(*i, p) && p.has_room(bytes) && p.backup == backup)
+                .filter(|(i, p)| usable(*i, p) && p.can_send(now_ns, bytes) && p.backup == backup)
                 .min_by_key(|(i, p)| (p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns).0, *i))?;
             let due = self.delivery_estimate(p, bytes);
             let waiting = self.drain_estimate(backlog, |i, q| {
                 usable(i, q)
                     && q.backup == backup
-                    && !q.has_room(bytes)
+                    && !q.can_send(now_ns, bytes)
                     && self.delivery_estimate(q, bytes) < due
             });
             match waiting {
@@ -1438,7 +1517,7 @@ impl PathTable {
             let alone = self
                 .iter()
                 .all(|(j, q)| j == i || q.state != PathState::Active);
-            (alone && p.state == PathState::Active && p.has_room(bytes)).then_some(i)
+            (alone && p.state == PathState::Active && p.can_send(now_ns, bytes)).then_some(i)
         })
     }
 }

@@ -144,6 +144,12 @@ pub(crate) fn param_port() -> u16 {
     unsafe { bindings::mrc_param_port() }
 }
 
+/// The value of the module parameter `pacing`, which can change at any time.
+pub(crate) fn param_pacing() -> bool {
+    // SAFETY: reads a `bool` module parameter with `READ_ONCE`; no preconditions.
+    unsafe { bindings::mrc_param_pacing() }
+}
+
 /// A C object at a fixed address that C reads after registration.
 ///
 /// # Invariants

@@ -92,6 +92,8 @@ INTERVAL_MS=${BENCH_INTERVAL_MS:-100}
 FAIL_INTERVAL_MS=${BENCH_FAIL_INTERVAL_MS:-10}
 MPTCP_ENDPOINTS=${BENCH_MPTCP_ENDPOINTS:-both}
 MRC_ENDPOINTS=${BENCH_MRC_ENDPOINTS:-1}
+# Module parameters of mrc.ko, comma-separated (e.g. pacing=0).
+MRC_PARAMS=${BENCH_MRC_PARAMS:-}
 # Upper bound of one mrc-perf process, in case the stall timeout (--timeout)
 # does not end a stuck transfer (e.g. a connect() that never returns).
 HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 * STALL + 20))}
@@ -337,7 +339,7 @@ proto_params() {
 		ip netns exec "$CLI" "$STATUS" --json param show >"$d/mrc_param.json" 2>"$d/mrc_param.err" || true
 		ip netns exec "$CLI" "$STATUS" --json endpoint show >"$d/mrc_endpoints_client.json" 2>&1 || true
 		ip netns exec "$SRV" "$STATUS" --json endpoint show >"$d/mrc_endpoints_server.json" 2>&1 || true
-		cat /sys/module/mrc/parameters/family /sys/module/mrc/parameters/port >"$d/module_params.txt" 2>&1 || true
+		grep -H . /sys/module/mrc/parameters/* >"$d/module_params.txt" 2>&1 || true
 		;;
 	esac
 }
@@ -834,15 +836,15 @@ start=$SECONDS
 	printf 'scale_paths=%s\nclk_tck=%s\n' "$(csv_json "$SCALE_PATHS")" "$CLK_TCK"
 	printf 'mrc_perf=%s\nmrc_status=%s\niproute2=%s\n' "$("$PERF" --version 2>&1)" \
 		"$("$STATUS" --version 2>&1)" "$(ip -V 2>&1)"
-	printf 'mptcp_connect=%s\nko=%s\n' "${mptcp_connect:-none}" "$ko"
+	printf 'mptcp_connect=%s\nko=%s\nmrc_params=%s\n' "${mptcp_connect:-none}" "$ko" "$MRC_PARAMS"
 } >"$out/meta.env"
 
 # The module under test; a failure to load is recorded and every MRC run
 # then fails with the socket error that mrc-perf reports.
 if lsmod | grep -q '^mrc '; then
 	echo "already loaded" >"$out/module.txt"
-elif insmod "$ko" >"$out/module.txt" 2>&1; then
-	echo "insmod $ko: ok" >>"$out/module.txt"
+elif insmod "$ko" ${MRC_PARAMS//,/ } >"$out/module.txt" 2>&1; then
+	echo "insmod $ko ${MRC_PARAMS//,/ }: ok" >>"$out/module.txt"
 else
 	echo "insmod $ko failed" >>"$out/module.txt"
 fi

@@ -54,6 +54,7 @@ struct poll_table_struct;
 
 int mrc_param_family(void);
 u16 mrc_param_port(void);
+bool mrc_param_pacing(void);
 
 void *mrc_net_generic(const struct net *net, unsigned int id);
 struct net *mrc_sock_net(const struct sock *sk);

@@ -370,10 +370,11 @@ fn cc_dispatch_reset_and_pacing() {
         assert_eq!(cc.pacing_rate(), None);
         let now = round(&mut cc, 0, 100 * US, false);
         assert_eq!(cc.cwnd(), 20 * MSS);
-        // 20 kB per 100 us is 200 MB/s; the hint has 25% headroom.
-        assert_eq!(cc.pacing_rate(), Some(250_000_000));
+        // 20 kB per 100 us is 200 MB/s; the hint is twice that.
+        assert_eq!(cc.pacing_rate(), Some(400_000_000));
         cc.on_loss(now, MSS);
         assert_eq!(cc.cwnd(), 10 * MSS);
+        assert_eq!(cc.pacing_rate(), Some(200_000_000));
         cc.reset();
         assert_eq!(cc.cwnd(), 10 * MSS);
         assert!(cc.in_slow_start());

@@ -105,13 +105,13 @@ fn path_is_small() {
     let size = core::mem::size_of::<Path>();
     // 248 B before the recent-RTT peak of the probe timeout and the delay controller's slack
     // and packet-size floor (32 B more, 8 KiB per table of MAX_PATHS), and the send time of
-    // the latest answered packet (8 B more).
-    assert!(size <= 288, "Path is {size} bytes");
+    // the latest answered packet (8 B more), and the pacing clock (8 B more).
+    assert!(size <= 296, "Path is {size} bytes");
     eprintln!(
         "Path {size} B, PathTable {} B",
         core::mem::size_of::<PathTable>()
     );
-    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 288 + 256);
+    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 296 + 256);
 }
 
 #[test]
@@ -753,25 +753,25 @@ fn retransmit_avoids_the_path_it_was_lost_on() {
     t.on_probe_ack(0, 0, 100 * US);
     t.on_probe_ack(1, 0, 200 * US);
     t.on_probe_ack(2, 0, 50 * US);
-    assert_eq!(t.pick_retransmit_path(MSS, None), Some(0));
-    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(1));
-    assert_eq!(t.pick_retransmit_path(MSS, Some(1)), Some(0));
+    assert_eq!(t.pick_retransmit_path(10, MSS, None), Some(0));
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(0)), Some(1));
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(1)), Some(0));
     // Path 1 Suspect: the backup is next in line.
     for i in 0..3 {
         t.on_loss(1, i, MSS);
     }
-    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(2));
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(0)), Some(2));
     // The backup full too: wait for its window rather than resend on path 0.
     for _ in 0..10 {
         t.on_sent(2, 5, MSS, false);
     }
-    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), None);
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(0)), None);
     // With no other Active path, the original path is the last resort.
     for i in 0..3 {
         t.on_loss(2, 6 + i, MSS);
     }
     assert_eq!(t.get(2).unwrap().state(), PathState::Suspect);
-    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), Some(0));
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(0)), Some(0));
     // The original path not Active either: wait.
     let cfg = PathConfig {
         min_active: 0,
@@ -782,8 +782,8 @@ fn retransmit_avoids_the_path_it_was_lost_on() {
         t.on_loss(0, i, MSS);
     }
     assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
-    assert_eq!(t.pick_retransmit_path(MSS, Some(0)), None);
-    assert_eq!(t.pick_retransmit_path(MSS, None), None);
+    assert_eq!(t.pick_retransmit_path(10, MSS, Some(0)), None);
+    assert_eq!(t.pick_retransmit_path(10, MSS, None), None);
 }
 
 #[test]
@@ -874,7 +874,7 @@ fn arbitrary_event_sequences_do_not_panic() {
                     if let Some(i) = t.pick_path(now, bytes) {
                         t.on_sent(i, now, bytes, false);
                     }
-                    t.pick_retransmit_path(bytes, Some(idx));
+                    t.pick_retransmit_path(now, bytes, Some(idx));
                 }
                 11 => t.on_rto(idx, now),
                 _ => {
@@ -1159,4 +1159,83 @@ fn path_timed_only_by_another_plane_is_probed_while_idle() {
     assert_eq!(t.next_timer(15 * MS), Some(100 * MS));
     let r = t.on_tick(100 * MS);
     assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![0]);
+}
+
+/// Gives every path of `t` one 10 ms RTT sample, so its controller paces at twice its
+/// 14 kB window per 10 ms: 2.8 MB/s, 500 us per 1400-byte packet.
+fn paced(t: &mut PathTable) {
+    for i in 0..t.len() {
+        t.on_sent(i, 0, MSS, false);
+        t.on_ack(i, 10 * MS, MSS, Some(10 * MS), false);
+        assert_eq!(t.get(i).unwrap().cc().pacing_rate(), Some(2_800_000));
+    }
+}
+
+#[test]
+fn paced_path_sends_a_burst_of_one_millisecond_then_one_packet_per_interval() {
+    let mut t = table(1);
+    paced(&mut t);
+    let now = 20 * MS;
+    let mut burst = 0;
+    while let Some(i) = t.pick_path(now, MSS) {
+        t.on_sent(i, now, MSS, false);
+        burst += 1;
+    }
+    // 1 ms of credit is two packets' time; the third packet's own time ends now.
+    assert_eq!(burst, 3);
+    assert_eq!(t.get(0).unwrap().pace_ns(), now + 500 * US);
+    assert_eq!(t.next_departure(now, MSS), Some(now + 500 * US));
+    assert_eq!(t.pick_path(now + 499 * US, MSS), None);
+    for k in 1..=4 {
+        let at = now + k * 500 * US;
+        assert_eq!(t.pick_path(at, MSS), Some(0), "packet {k}");
+        t.on_sent(0, at, MSS, false);
+        assert_eq!(t.pick_path(at, MSS), None, "packet {k}");
+    }
+    // Seven packets in flight: the window (10) still has room, so only pacing holds.
+    assert_eq!(t.get(0).unwrap().inflight(), 7 * u64::from(MSS));
+    assert_eq!(t.next_departure(now + 2 * MS, MSS), Some(now + 2500 * US));
+    // Once the window is full, nothing waits for the pacing clock.
+    for k in 0..3 {
+        t.on_sent(0, now + 3 * MS + k, MSS, false);
+    }
+    assert!(t.get(0).unwrap().pace_ns() > now + 3 * MS);
+    assert_eq!(t.next_departure(now + 3 * MS, MSS), None);
+}
+
+#[test]
+fn unpaced_path_sends_its_whole_window_at_once() {
+    let cfg = PathConfig {
+        pacing: false,
+        ..PathConfig::default()
+    };
+    let mut t = table_cfg(1, cfg);
+    paced(&mut t);
+    let now = 20 * MS;
+    let mut burst = 0;
+    while let Some(i) = t.pick_path(now, MSS) {
+        t.on_sent(i, now, MSS, false);
+        burst += 1;
+    }
+    assert_eq!(burst, 10);
+    assert_eq!(t.next_departure(now, MSS), None);
+}
+
+#[test]
+fn path_held_by_its_pacing_leaves_packets_to_the_others() {
+    let mut t = table(2);
+    paced(&mut t);
+    let now = 20 * MS;
+    let mut on = [0; 2];
+    while let Some(i) = t.pick_path(now, MSS) {
+        t.on_sent(i, now, MSS, false);
+        on[i] += 1;
+    }
+    assert_eq!(on, [3, 3]);
+    // A retransmission waits for the paths' pacing as new data does.
+    assert_eq!(t.pick_retransmit_path(now, MSS, Some(0)), None);
+    assert_eq!(
+        t.pick_retransmit_path(now + 500 * US, MSS, Some(0)),
+        Some(1)
+    );
 }

@@ -94,6 +94,10 @@ impl Sim {
             // Keep the simulated repair time short; the backoff itself is
             // covered by unit tests.
             failed_probe_max_ns: 8 * MS,
+            // This simulator sends only when an acknowledgement or loss frees window room
+            // and has no timer to wake for a path's pacing; the connection simulators
+            // cover pacing.
+            pacing: false,
             ..PathConfig::default()
         };
         let mut table = PathTable::new(cfg);
@@ -161,7 +165,10 @@ impl Sim {
     fn fill(&mut self) {
         loop {
             if let Some(&(bytes, lost_on, lost_at)) = self.retx.front() {
-                let Some(p) = self.table.pick_retransmit_path(bytes, Some(lost_on)) else {
+                let Some(p) = self
+                    .table
+                    .pick_retransmit_path(self.now, bytes, Some(lost_on))
+                else {
                     return;
                 };
                 self.retx.pop_front();

@@ -258,6 +258,9 @@ pub struct NetStats {
     pub delivered: u64,
     /// Datagrams dropped because a bottleneck queue was full.
     pub queue_drops: u64,
+    /// Per bottleneck and direction (client to server, server to client), the longest
+    /// backlog in bytes a datagram found waiting ahead of it.
+    pub peak_backlog: Vec<[u64; 2]>,
 }
 
 /// Paths per plane, as the kernel opens them by default (`MRC_EV_PER_PLANE`).
@@ -606,6 +609,11 @@ impl Sim {
             let busy = &mut self.busy_until[q][from];
             let start = (*busy).max(self.now);
             let backlog = (start - self.now) * rate / SEC;
+            if self.net.peak_backlog.len() <= q {
+                self.net.peak_backlog.resize(q + 1, [0; 2]);
+            }
+            let peak = &mut self.net.peak_backlog[q][from.min(1)];
+            *peak = (*peak).max(backlog);
             if limit > 0 && backlog + bytes.len() as u64 > limit {
                 self.net.queue_drops += 1;
                 self.net.lost += 1;
