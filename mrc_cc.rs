@@ -367,8 +367,7 @@ impl Window {
         // in slow start, where the window doubles within the round, or on a host
         // whose stalls bunch acknowledgements up (a quarter more, as TCP paces
         // after slow start, lost a third of cpu_sim's goodput).
-        let ratio: u64 = 2_000_000_000;
-        let per_sec = u64::from(self.cwnd).saturating_mul(ratio);
+        let per_sec = u64::from(self.cwnd).saturating_mul(2_000_000_000);
         per_sec.checked_div(u64::from(self.srtt_ns))
     }
 }

@@ -1171,18 +1171,24 @@ fn paced(t: &mut PathTable) {
     }
 }
 
+/// Sends on the paths `pick_path` chooses at `now` until it chooses none; returns how many
+/// packets each path took.
+fn burst_at(t: &mut PathTable, now: u64) -> Vec<u32> {
+    let mut on = vec![0; t.len()];
+    while let Some(i) = t.pick_path(now, MSS) {
+        t.on_sent(i, now, MSS, false);
+        on[i] += 1;
+    }
+    on
+}
+
 #[test]
 fn paced_path_sends_a_burst_of_one_millisecond_then_one_packet_per_interval() {
     let mut t = table(1);
     paced(&mut t);
     let now = 20 * MS;
-    let mut burst = 0;
-    while let Some(i) = t.pick_path(now, MSS) {
-        t.on_sent(i, now, MSS, false);
-        burst += 1;
-    }
     // 1 ms of credit is two packets' time; the third packet's own time ends now.
-    assert_eq!(burst, 3);
+    assert_eq!(burst_at(&mut t, now), [3]);
     assert_eq!(t.get(0).unwrap().pace_ns(), now + 500 * US);
     assert_eq!(t.next_departure(now, MSS), Some(now + 500 * US));
     assert_eq!(t.pick_path(now + 499 * US, MSS), None);
@@ -1212,12 +1218,7 @@ fn unpaced_path_sends_its_whole_window_at_once() {
     let mut t = table_cfg(1, cfg);
     paced(&mut t);
     let now = 20 * MS;
-    let mut burst = 0;
-    while let Some(i) = t.pick_path(now, MSS) {
-        t.on_sent(i, now, MSS, false);
-        burst += 1;
-    }
-    assert_eq!(burst, 10);
+    assert_eq!(burst_at(&mut t, now), [10]);
     assert_eq!(t.next_departure(now, MSS), None);
 }
 
@@ -1226,12 +1227,7 @@ fn path_held_by_its_pacing_leaves_packets_to_the_others() {
     let mut t = table(2);
     paced(&mut t);
     let now = 20 * MS;
-    let mut on = [0; 2];
-    while let Some(i) = t.pick_path(now, MSS) {
-        t.on_sent(i, now, MSS, false);
-        on[i] += 1;
-    }
-    assert_eq!(on, [3, 3]);
+    assert_eq!(burst_at(&mut t, now), [3, 3]);
     // A retransmission waits for the paths' pacing as new data does.
     assert_eq!(t.pick_retransmit_path(now, MSS, Some(0)), None);
     assert_eq!(
