@@ -71,10 +71,14 @@ fn plane_dies_mid_transfer() {
         if seed % 2 == 1 {
             cfg.stalls = Some((20 * MS, 10 * MS));
         }
+        // Kept open after the transfer: the transfer ends before three probes,
+        // each waiting twice as long as the one before, can have gone unanswered
+        // on the dead plane.
+        cfg.close_when_done = false;
         let mut sim = Sim::new(cfg);
         send_mib(&mut sim, 4);
-        let done = sim.run();
-        assert_clean(&sim, done);
+        sim.run_until(|s| s.now >= SEC);
+        assert_eq!(sim.nodes[1].received.len(), 64, "{}", describe(&sim));
         for (i, p) in sim.nodes[0].conn.paths().iter() {
             let dead = i / EV == 1;
             assert_eq!(
@@ -84,6 +88,11 @@ fn plane_dies_mid_transfer() {
                 describe(&sim)
             );
         }
+        sim.cfg.close_when_done = true;
+        sim.service(0);
+        sim.service(1);
+        let done = sim.run();
+        assert_clean(&sim, done);
     }
 }
 

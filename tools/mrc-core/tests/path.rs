@@ -390,16 +390,17 @@ fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
         changes,
         vec![
             (1200 * US, PathState::Suspect),
-            (3200 * US, PathState::Failed)
+            (7200 * US, PathState::Failed)
         ]
     );
-    // Suspect: probed at once and again when each probe times out. Failed:
-    // backoff doubling from two timeouts up to the 100 ms cap.
+    // Suspect: probed at once and again when each probe times out, each
+    // missed probe doubling the next one's timeout. Failed: backoff doubling
+    // on from four timeouts up to the 100 ms cap.
     let gaps: Vec<u64> = probes.windows(2).map(|w| (w[1] - w[0]) / US).collect();
     assert_eq!(probes[0], 1200 * US);
     assert_eq!(
         gaps,
-        vec![1000, 2000, 4000, 8000, 16000, 32000, 64000, 100000]
+        vec![2000, 4000, 4000, 8000, 16000, 32000, 64000, 100000]
     );
     assert_eq!(t.get(1).unwrap().state(), PathState::Active);
     assert!(p.counters().probes_missed >= 3);
@@ -473,14 +474,15 @@ fn a_probe_of_another_connection_stands_in_for_an_active_paths_own() {
 #[test]
 fn idle_dead_path_misses_probes() {
     let mut t = primed(3);
-    // Heartbeat at 100 ms, Suspect at 101 ms, Failed at 103 ms.
-    let (probes, changes) = run(&mut t, 0, 103 * MS + 500 * US, &[2], 2);
-    assert_eq!(probes, vec![100 * MS, 101 * MS, 102 * MS]);
+    // Heartbeat at 100 ms, Suspect at 101 ms; each probe missed in a row
+    // gives the next twice as long: Failed at 107 ms.
+    let (probes, changes) = run(&mut t, 0, 107 * MS + 500 * US, &[2], 2);
+    assert_eq!(probes, vec![100 * MS, 101 * MS, 103 * MS]);
     assert_eq!(
         changes,
         vec![
             (101 * MS, PathState::Suspect),
-            (103 * MS, PathState::Failed)
+            (107 * MS, PathState::Failed)
         ]
     );
     assert_eq!(t.paths_in_state(PathState::Active), 2);
@@ -510,7 +512,8 @@ fn probe_ack_returns_suspect_and_failed_to_active() {
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
     assert_eq!(t.get(0).unwrap().state_reason(), StateReason::ProbeAnswered);
     // Busy and silent again: Failed this time. The late 900 us sample above is a recent RTT
-    // peak, so the probe timeout is 5/4 of it (1.125 ms) rather than the 1 ms floor.
+    // peak, so the probe timeout is 5/4 of it (1.125 ms) rather than the 1 ms floor; the
+    // second and third probes wait two and four of it.
     t.on_sent(0, 2 * MS, 1000, false);
     ack_on(&mut t, 1, 2 * MS + 10);
     let (_, changes) = run(&mut t, 2 * MS, 10 * MS, &[0], 0);
@@ -518,7 +521,7 @@ fn probe_ack_returns_suspect_and_failed_to_active() {
         changes,
         vec![
             (3 * MS + 125 * US, PathState::Suspect),
-            (5 * MS + 375 * US, PathState::Failed)
+            (9 * MS + 875 * US, PathState::Failed)
         ]
     );
     let tr = t.on_probe_ack(0, 20 * MS, 100 * US).unwrap();
@@ -628,7 +631,7 @@ fn active_floor_yields_to_real_probe_misses() {
     // A single busy path that goes silent is probed first (nothing tells a
     // dead path from a peer that stopped acknowledging), then stays Active
     // (it is the floor) and keeps carrying data while it misses probes, and
-    // fails after three misses.
+    // fails after three misses, the probe timeout doubling with each.
     let mut t = primed(1);
     t.on_sent(0, 0, 1000, false);
     let r = service(&mut t, MS, &[0]);
@@ -641,7 +644,8 @@ fn active_floor_yields_to_real_probe_misses() {
     assert_eq!(p.missed_probes(), 1);
     assert_eq!(t.pick_path(2 * MS, MSS), Some(0));
     let (_, changes) = run(&mut t, 2 * MS + 1, 10 * MS, &[0], 0);
-    assert_eq!(changes, vec![(4 * MS, PathState::Failed)]);
+    // Misses at 2 ms, then 2 ms later, then 4 ms later.
+    assert_eq!(changes, vec![(8 * MS, PathState::Failed)]);
     assert_eq!(t.pick_path(10 * MS, MSS), None);
     // An acknowledgement while still Active clears the misses.
     let mut t = primed(1);
