@@ -36,12 +36,17 @@ static bool pacing = true;
 module_param(pacing, bool, 0644);
 MODULE_PARM_DESC(pacing, "Pace each path's data at its congestion controller's rate (default Y; read when a connection opens)");
 
+static bool gso = true;
+module_param(gso, bool, 0644);
+MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default Y)");
+
 /* socket(AF_MRC, ...) loads the module on demand. */
 MODULE_ALIAS_NETPROTO(MRC_DEFAULT_FAMILY);
 
 int mrc_param_family(void) { return family; }
 u16 mrc_param_port(void) { return port; }
 bool mrc_param_pacing(void) { return READ_ONCE(pacing); }
+bool mrc_param_gso(void) { return READ_ONCE(gso); }
 
 void *mrc_net_generic(const struct net *net, unsigned int id) { return net_generic(net, id); }
 struct net *mrc_sock_net(const struct sock *sk) { return sock_net(sk); }
@@ -56,6 +61,38 @@ struct net *mrc_seq_file_single_net(struct seq_file *seq) { return seq_file_sing
 unsigned char *mrc_skb_network_header(const struct sk_buff *skb) { return skb_network_header(skb); }
 void mrc_skb_reserve(struct sk_buff *skb, int len) { skb_reserve(skb, len); }
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len) { return skb_put_data(skb, data, len); }
+unsigned int mrc_skb_tailroom(const struct sk_buff *skb) { return skb_tailroom(skb); }
+u16 mrc_skb_gso_segs(const struct sk_buff *skb) { return skb_is_gso(skb) ? skb_shinfo(skb)->gso_segs : 1; }
+
+/*
+ * Makes @skb, which holds @segs UDP payloads of @gso_size bytes (the last
+ * may be shorter), one UDP GSO packet: the stack segments it where the
+ * device cannot, and a receiving UDP socket that does not take GSO packets
+ * gets the segments one by one.
+ */
+void mrc_skb_set_udp_gso(struct sk_buff *skb, u16 gso_size, u16 segs)
+{
+	skb_shinfo(skb)->gso_size = gso_size;
+	skb_shinfo(skb)->gso_segs = segs;
+	skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4;
+}
+
+/*
+ * Before udp_tunnel_xmit_skb() or udp_tunnel6_xmit_skb() pushes the UDP
+ * header in front of @skb's data: a GSO packet's checksum is left to the
+ * segmentation (udp_set_csum() only seeds it with the pseudo-header), which
+ * needs CHECKSUM_PARTIAL starting at the UDP header, as udp_send_skb() sets
+ * it for a UDP socket's GSO packets.
+ */
+void mrc_skb_prepare_udp_gso(struct sk_buff *skb)
+{
+	if (!skb_is_gso(skb))
+		return;
+	skb->ip_summed = CHECKSUM_PARTIAL;
+	skb->csum_start = skb_headroom(skb) - sizeof(struct udphdr);
+	skb->csum_offset = offsetof(struct udphdr, check);
+}
+
 int mrc_ip4_dst_hoplimit(const struct dst_entry *dst) { return ip4_dst_hoplimit(dst); }
 struct sk_buff *mrc_genlmsg_new(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL); }
 void mrc_nlmsg_free(struct sk_buff *skb) { nlmsg_free(skb); }

@@ -55,6 +55,7 @@ struct poll_table_struct;
 int mrc_param_family(void);
 u16 mrc_param_port(void);
 bool mrc_param_pacing(void);
+bool mrc_param_gso(void);
 
 void *mrc_net_generic(const struct net *net, unsigned int id);
 struct net *mrc_sock_net(const struct sock *sk);
@@ -69,6 +70,10 @@ struct net *mrc_seq_file_single_net(struct seq_file *seq);
 unsigned char *mrc_skb_network_header(const struct sk_buff *skb);
 void mrc_skb_reserve(struct sk_buff *skb, int len);
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len);
+unsigned int mrc_skb_tailroom(const struct sk_buff *skb);
+u16 mrc_skb_gso_segs(const struct sk_buff *skb);
+void mrc_skb_set_udp_gso(struct sk_buff *skb, u16 gso_size, u16 segs);
+void mrc_skb_prepare_udp_gso(struct sk_buff *skb);
 int mrc_ip4_dst_hoplimit(const struct dst_entry *dst);
 struct sk_buff *mrc_genlmsg_new(void);
 void mrc_nlmsg_free(struct sk_buff *skb);

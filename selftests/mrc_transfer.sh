@@ -70,18 +70,42 @@ transfer() {
 	fi
 }
 
+# gso_counts: "GSO packets sent by the client since gso_mark, and
+# datagrams it sent less datagrams the server received" (0 on a clean
+# link: each GSO packet arrived as all of its datagrams).
+gso_mark() {
+	gso0=$(mrc_stat "$B" tx_gso) tx0=$(mrc_stat "$B" tx_packets) rx0=$(mrc_stat "$A" rx_packets)
+}
+gso_counts() {
+	echo "$(( $(mrc_stat "$B" tx_gso) - gso0 )) $(( ($(mrc_stat "$B" tx_packets) - tx0) - \
+		($(mrc_stat "$A" rx_packets) - rx0) ))"
+}
+
 # The same 64 MiB over MRC and over TCP on this veth: a throughput figure
 # for comparison (this is a debug kernel under emulation), not a check.
 start=$SECONDS
+gso_mark
 transfer "IPv4 1 B..1 MiB messages, 64 MiB" 10.77.0.1 $((64 << 20)) 1
+read -r gso lost <<<"$(gso_counts)"
+mrc_check "IPv4: data sent as UDP GSO packets, every datagram received" "some 0" \
+	"$([ "$gso" -gt 0 ] && echo some || echo "$gso") $lost"
 mrc_mbps=$(mrc_json_field "$tmp/cli.json" 'round(d["goodput_mbps"])')
 echo "# IPv4 64 MiB took $((SECONDS - start)) s"
 PROTO=tcp transfer "TCP, the same 64 MiB" 10.77.0.1 $((64 << 20)) 1
 tcp_mbps=$(mrc_json_field "$tmp/cli.json" 'round(d["goodput_mbps"])')
 echo "# one veth, MTU 9000: MRC $mrc_mbps Mbit/s, TCP $tcp_mbps Mbit/s"
 start=$SECONDS
+gso_mark
 transfer "IPv6 1 B..1 MiB messages, 36 MiB" fd77::1 $((36 << 20)) 1
 echo "# IPv6 36 MiB took $((SECONDS - start)) s"
+read -r gso lost <<<"$(gso_counts)"
+mrc_check "IPv6: data sent as UDP GSO packets, every datagram received" "some 0" \
+	"$([ "$gso" -gt 0 ] && echo some || echo "$gso") $lost"
+echo 0 >/sys/module/mrc/parameters/gso
+gso_mark
+transfer "IPv4 without GSO, 8 MiB" 10.77.0.1 $((8 << 20)) 1
+mrc_check "gso=0: no GSO packet sent, every datagram received" "0 0" "$(gso_counts)"
+echo 1 >/sys/module/mrc/parameters/gso
 
 # Lossy link: both directions.
 retx0=$(mrc_stat "$B" tx_retransmits)
