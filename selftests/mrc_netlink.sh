@@ -207,30 +207,38 @@ PATH_KEYS = ("path_id", "plane", "local_addr", "state", "srtt_ns", "min_rtt_ns",
 def why(line):
     with open(f"{tmp}/why", "a") as f:
         print(line, file=f)
-def grew(field, plane=None):
+def grew(field, paths=None, each=True):
+    """Whether FIELD grew in the second dump: of each connection (or, with
+    each=False, of at least one), summed over its paths whose local address
+    starts with PATHS if given, else the connection's own."""
     one, two = ({c["session_id"]: c for c in conns(n)} for n in ("y1", "y2"))
-    bad = []
+    bad, good = [], 0
     for sid, c2 in sorted(two.items()):
         c1 = one.get(sid)
         if c1 is None:
             bad.append(sid + ":new")
             continue
-        if plane is None:
+        if paths is None:
             v1, v2 = c1[field], c2[field]
         else:
-            v1, v2 = (sum(p[field] or 0 for p in c["paths"] if p["local_addr"].startswith(plane))
+            v1, v2 = (sum(p[field] or 0 for p in c["paths"] if p["local_addr"].startswith(paths))
                       for c in (c1, c2))
-        if not v2 > v1:
-            bad.append(f"{sid}:{v1}->{v2}")
-            why(f"{field} {plane or ''} of {sid} did not grow; its paths then and a second later:")
+        if v2 > v1:
+            good += 1
+            continue
+        bad.append(f"{sid}:{v1}->{v2}")
+        if each:
+            why(f"{field} {paths or ''} of {sid} did not grow; its paths then and a second later:")
             for c in (c1, c2):
                 for p in c["paths"]:
                     why(" ".join(f"{k}={p.get(k)}" for k in PATH_KEYS))
-    return "grew" if two and not bad else " ".join(bad) or "none"
+    ok = two and (not bad if each else good > 0)
+    return "grew" if ok else " ".join(bad) or "none"
 out("tx_bytes", grew("tx_bytes"))
 for field in ("bytes_sent", "bytes_acked"):
+    out(f"{field} all", grew(field, "10.79."))
     for plane in ("10.79.1.", "10.79.2."):
-        out(f"{field} {plane}", grew(field, plane))
+        out(f"{field} {plane}", grew(field, plane, each=False))
 out("c conns", len(conns("c-conns")))
 s = load("c-stats")
 out("c stats", f"{s['conns']} {s['rx_packets']}")
@@ -250,13 +258,17 @@ mrc_check "conns in x: connections, paths each, state" "$want" "$(got x)"
 mrc_check "x and y list the same sessions" "$(got 'y2 sessions')" "$(got 'x sessions')"
 mrc_check "y: cookies are the sockets' SO_COOKIE" "$(sed -n 's/^cookies //p' "$tmp/client")" "$(got 'y2 cookies')"
 
-# Counters grow while data flows: the sender's connection bytes and its
-# paths' bytes sent and acknowledged, on both planes.
+# Counters grow while data flows: the sender's connection bytes, and its
+# paths' bytes sent and acknowledged, and on each plane. A connection
+# sending 16 KiB every 200 ms may leave a plane it measured as slower
+# unused for a second (its first RTT samples can come from a stall of the
+# emulated host), so the planes' counters must grow for some connection,
+# not for each.
 mrc_check "y: tx_bytes of each connection grew" grew "$(got tx_bytes)"
 for field in bytes_sent bytes_acked; do
+	mrc_check "y: $field of each connection's paths grew" grew "$(got "$field all")"
 	for plane in 10.79.1. 10.79.2.; do
-		mrc_check "y: $field of each connection's paths from ${plane}2 grew" grew \
-			"$(got "$field $plane")"
+		mrc_check "y: $field of paths from ${plane}2 grew" grew "$(got "$field $plane")"
 	done
 done
 
