@@ -36,9 +36,9 @@ static bool pacing = true;
 module_param(pacing, bool, 0644);
 MODULE_PARM_DESC(pacing, "Pace each path's data at its congestion controller's rate (default Y; read when a connection opens)");
 
-static bool gso = true;
+static bool gso;
 module_param(gso, bool, 0644);
-MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default Y)");
+MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default N)");
 
 /* socket(AF_MRC, ...) loads the module on demand. */
 MODULE_ALIAS_NETPROTO(MRC_DEFAULT_FAMILY);

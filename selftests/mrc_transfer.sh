@@ -84,6 +84,7 @@ gso_counts() {
 # The same 64 MiB over MRC and over TCP on this veth: a throughput figure
 # for comparison (this is a debug kernel under emulation), not a check.
 start=$SECONDS
+echo 1 >/sys/module/mrc/parameters/gso
 gso_mark
 transfer "IPv4 1 B..1 MiB messages, 64 MiB" 10.77.0.1 $((64 << 20)) 1
 read -r gso lost <<<"$(gso_counts)"
@@ -105,7 +106,6 @@ echo 0 >/sys/module/mrc/parameters/gso
 gso_mark
 transfer "IPv4 without GSO, 8 MiB" 10.77.0.1 $((8 << 20)) 1
 mrc_check "gso=0: no GSO packet sent, every datagram received" "0 0" "$(gso_counts)"
-echo 1 >/sys/module/mrc/parameters/gso
 
 # Lossy link: both directions.
 retx0=$(mrc_stat "$B" tx_retransmits)
