@@ -15,8 +15,9 @@
 //! - [`PathState::Active`]: carries new data.
 //! - [`PathState::Suspect`]: a loss burst or a missed heartbeat; carries no
 //!   new data and is probed at once, then again each time a probe times out;
-//!   each probe missed in a row gives the next one twice the probe timeout, so
-//!   that a host that stalls for a few probe timeouts does not fail its paths.
+//!   each probe missed in a row gives the next one twice the probe timeout
+//!   (up to `failed_probe_max_ns`), so that a host that stalls for a few probe
+//!   timeouts does not fail its paths.
 //! - [`PathState::Failed`]: `miss_threshold` probes in a row went unanswered;
 //!   probed with exponential backoff, and no more often than an idle path
 //!   while the connection has neither data in flight nor data waiting.
@@ -38,10 +39,11 @@
 //! answered, rather than both ends probing it. With the defaults
 //! (1 ms heartbeat and probe timeout floor, three misses) a dead busy path
 //! among live ones is Suspect about 1 ms after its last acknowledgement and
-//! Failed about 6 ms later (probes that wait 2 and 4 ms). The idle heartbeat is 10 s (SCTP's is 30 s): an
-//! idle connection has nobody waiting on its paths, a path that died
-//! meanwhile is found within milliseconds once data flows again, and a host
-//! with thousands of idle connections is not kept busy answering probes.
+//! Failed about 6 ms later (probes that wait 2 and 4 ms). The idle
+//! heartbeat is 10 s (SCTP's is 30 s): an idle connection has nobody
+//! waiting on its paths, a path that died meanwhile is found within
+//! milliseconds once data flows again, and a host with thousands of idle
+//! connections is not kept busy answering probes.
 //!
 //! # RTT samples
 //!
@@ -973,9 +975,14 @@ impl PathTable {
         )
     }
 
+    /// The path's probe timeout doubled `shift` times (at most [`MAX_BACKOFF_SHIFT`]).
+    fn backed_off(&self, p: &Path, shift: u8) -> u64 {
+        self.probe_timeout(p)
+            .saturating_mul(1u64 << shift.min(MAX_BACKOFF_SHIFT))
+    }
+
     fn failed_interval(&self, p: &Path) -> u64 {
-        let shift = p.backoff_shift.min(MAX_BACKOFF_SHIFT);
-        let t = self.probe_timeout(p).saturating_mul(1u64 << shift);
+        let t = self.backed_off(p, p.backoff_shift);
         t.min(
             self.cfg
                 .failed_probe_max_ns
@@ -1211,20 +1218,22 @@ impl PathTable {
 
     /// Returns when the path next needs the failure detector's attention.
     fn deadline(&self, p: &Path, busy: bool, data_waiting: bool) -> u64 {
-        let timeout = self.probe_timeout(p);
         if p.probe_outstanding {
             // Each probe missed in a row gives the next one twice as long, up to the miss
             // that makes the path Failed: a host too busy to answer for a few probe
             // timeouts does not take its paths to Failed, while the first miss still
             // makes a path Suspect and moves its data at once.
+            // The doubling stops at the longest wait of a Failed path's probes, so that a
+            // path whose RTT is long already fails in about `miss_threshold` timeouts.
             let shift = p
                 .missed_probes
-                .min(self.cfg.miss_threshold.saturating_sub(1))
-                .min(MAX_BACKOFF_SHIFT);
-            return p
-                .last_probe_ns
-                .saturating_add(timeout.saturating_mul(1u64 << shift));
+                .min(self.cfg.miss_threshold.saturating_sub(1));
+            let wait = self
+                .backed_off(p, shift)
+                .min(self.probe_timeout(p).max(self.cfg.failed_probe_max_ns));
+            return p.last_probe_ns.saturating_add(wait);
         }
+        let timeout = self.probe_timeout(p);
         match p.state {
             PathState::Active if p.missed_probes > 0 => 0,
             PathState::Active if p.inflight > 0 => p

@@ -54,6 +54,19 @@ at_progress() {
 	mrc_wait_for 300 mrc_stat_cmp "$A" rx_bytes -ge $((rx0 + total * $1 / 100))
 }
 
+# plane2_failed: whether the monitor has seen every path of plane 2 (the
+# ids in $planes) fail for lack of answers.
+plane2_failed() {
+	$MRC_PY - "$tmp/events" "$planes" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+want = {int(i) for i in sys.argv[2].split()[0].split("=")[1].split(",")}
+failed = {e["path_id"] for e in ev if e["event"] == "path_state_change"
+          and e["new_state"] == "failed" and e["reason"] == "probe_timeout"}
+sys.exit(0 if want <= failed else 1)
+PY
+}
+
 # share PLANE BEFORE AFTER: percent of the client's bytes on PLANE between
 # two plane_bytes snapshots.
 share() {
@@ -151,6 +164,10 @@ ev_port=${planes##*:}
 at_progress 15
 ip -n "$B" link set vb2 down
 at_progress 30
+# Plane 2 stays down until the monitor has seen its paths fail: a path
+# whose RTT grew long under load takes seconds to, which a fast transfer
+# would not wait for.
+mrc_wait_for 30 plane2_failed
 ip -n "$B" link set vb2 up
 back=$(plane_bytes)
 at_progress 45

@@ -489,6 +489,30 @@ fn idle_dead_path_misses_probes() {
     assert_eq!(t.paths_in_state(PathState::Failed), 1);
 }
 
+/// The doubling of a missed probe's successor stops at the longest wait of a Failed
+/// path's probes (100 ms): a path whose RTT is long fails in about three of its own probe
+/// timeouts, not in seven.
+#[test]
+fn long_rtt_dead_path_fails_without_backoff() {
+    let mut t = table(2);
+    // One 200 ms RTT sample: a probe timeout of 400 ms (twice the smoothed RTT, which
+    // caps the variance term).
+    t.on_probe_ack(0, 0, 200 * MS);
+    t.on_probe_ack(1, 0, 200 * MS);
+    assert_eq!(t.probe_timeout_ns(0), Some(400 * MS));
+    // Heartbeat at 100 ms, Suspect at 500 ms, probes that wait 400 ms each: Failed at
+    // 1.3 s (with the doubling, 2.9 s).
+    let (probes, changes) = run(&mut t, 0, 3 * 1000 * MS, &[0], 0);
+    assert_eq!(&probes[..3], &[100 * MS, 500 * MS, 900 * MS]);
+    assert_eq!(
+        changes,
+        vec![
+            (500 * MS, PathState::Suspect),
+            (1300 * MS, PathState::Failed)
+        ]
+    );
+}
+
 #[test]
 fn probe_ack_returns_suspect_and_failed_to_active() {
     let mut t = primed(2);
