@@ -94,6 +94,12 @@ MPTCP_ENDPOINTS=${BENCH_MPTCP_ENDPOINTS:-both}
 MRC_ENDPOINTS=${BENCH_MRC_ENDPOINTS:-1}
 # Module parameters of mrc.ko, comma-separated (e.g. pacing=0).
 MRC_PARAMS=${BENCH_MRC_PARAMS:-}
+# Receive packet steering over every CPU on each link (see rps()).
+RPS=${BENCH_RPS:-1}
+RPS_MASK=$(printf '%x' $(((1 << $(nproc)) - 1)))
+# Tunables of both namespaces, comma-separated NAME=VALUE for `mrc-status
+# param set` (e.g. cc=reno), set before each MRC run.
+MRC_NS_PARAMS=${BENCH_MRC_NS_PARAMS:-}
 # Upper bound of one mrc-perf process, in case the stall timeout (--timeout)
 # does not end a stuck transfer (e.g. a connect() that never returns).
 HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 * STALL + 20))}
@@ -143,6 +149,25 @@ offloads_off() {
 		echo "warning: $2: could not turn TSO/GSO/GRO off" >&2
 }
 
+# rps NS DEV...: with BENCH_RPS=1 (the default), receive packet steering
+# over every CPU on each device's receive queues. Both ends of a veth run
+# on one VM: without it, a packet's receive processing runs on the CPU
+# that sent it, so one CPU carries the sender and both ends' protocol
+# work while the other idles, where two hosts would each have their own.
+# TCP's 64 KiB GSO packets hide this; transports that process each
+# datagram (MRC, SCTP) are bound by it. It applies to every transport.
+rps() {
+	[ "$RPS" = 1 ] || return 0
+	local ns=$1 dev
+	shift
+	for dev in "$@"; do
+		# shellcheck disable=SC2016 # expanded by the inner shell
+		ip netns exec "$ns" sh -c 'for q in /sys/class/net/$1/queues/rx-*/rps_cpus; do
+			echo "$2" >"$q" || exit 1; done' sh "$dev" "$RPS_MASK" ||
+			echo "warning: $dev: could not set rps_cpus" >&2
+	done
+}
+
 # shape NS DEV RATE_MBIT DELAY_MS LOSS_PCT
 shape() {
 	local netem=(delay "${4}ms")
@@ -170,6 +195,8 @@ topo_planes() {
 		shape "$SRV" "s$p" "$rate" "$DELAY_MS" "$loss"
 		ip -n "$CLI" link set "c$p" up
 		ip -n "$SRV" link set "s$p" up
+		rps "$CLI" "c$p"
+		rps "$SRV" "s$p"
 	done
 }
 
@@ -183,6 +210,8 @@ topo_unshaped() {
 	ip -n "$SRV" addr add 10.81.0.2/24 dev u0
 	ip -n "$CLI" link set u0 up
 	ip -n "$SRV" link set u0 up
+	rps "$CLI" u0
+	rps "$SRV" u0
 }
 
 # topo_simult RATE1 RATE2 DELAY1 DELAY2: the topology of the kernel's
@@ -216,6 +245,9 @@ topo_simult() {
 	tc -n "$CLI" qdisc add dev ns1eth2 root netem rate "${2}mbit" "${d2[@]}" limit 50
 	tc -n "$RTR" qdisc add dev ns2eth1 root netem rate "${1}mbit" "${d1[@]}" limit 50
 	tc -n "$RTR" qdisc add dev ns2eth2 root netem rate "${2}mbit" "${d2[@]}" limit 50
+	rps "$CLI" ns1eth1 ns1eth2
+	rps "$RTR" ns2eth1 ns2eth2 ns2eth3
+	rps "$SRV" ns3eth1
 }
 
 # topo_info TOPO_FUNC TOPO_ARGS...: the server address and plane count of a
@@ -271,11 +303,17 @@ mrc_endpoints() {
 	done
 }
 
-# mrc_ev_per_plane: RUN_EV paths per plane for new connections, in both
+# mrc_ev_per_plane: the BENCH_MRC_NS_PARAMS tunables, and RUN_EV paths per
+# plane for new connections, in both
 # namespaces (both ends derive the path ids of the planes from it). Unlike
 # the endpoints, a refusal fails the set-up: the run would measure another
 # path count than its point says.
 mrc_ev_per_plane() {
+	local kv
+	for kv in ${MRC_NS_PARAMS//,/ }; do
+		ip netns exec "$CLI" "$STATUS" param set "${kv%%=*}" "${kv#*=}"
+		ip netns exec "$SRV" "$STATUS" param set "${kv%%=*}" "${kv#*=}"
+	done
 	[ -n "$RUN_EV" ] || return 0
 	ip netns exec "$CLI" "$STATUS" param set ev_per_plane "$RUN_EV"
 	ip netns exec "$SRV" "$STATUS" param set ev_per_plane "$RUN_EV"
@@ -307,6 +345,8 @@ topo_params() {
 			ip netns exec "$ns" ethtool -k "$dev" 2>/dev/null |
 				grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' |
 				sed "s/^/$dev /" >>"$d/offloads_$role.txt" || true
+			ip netns exec "$ns" sh -c "cat /sys/class/net/$dev/queues/rx-*/rps_cpus" 2>/dev/null |
+				sed "s/^/$dev rps_cpus: /" >>"$d/offloads_$role.txt" || true
 		done
 	done
 }
@@ -836,7 +876,8 @@ start=$SECONDS
 	printf 'scale_paths=%s\nclk_tck=%s\n' "$(csv_json "$SCALE_PATHS")" "$CLK_TCK"
 	printf 'mrc_perf=%s\nmrc_status=%s\niproute2=%s\n' "$("$PERF" --version 2>&1)" \
 		"$("$STATUS" --version 2>&1)" "$(ip -V 2>&1)"
-	printf 'mptcp_connect=%s\nko=%s\nmrc_params=%s\n' "${mptcp_connect:-none}" "$ko" "$MRC_PARAMS"
+	printf 'mptcp_connect=%s\nko=%s\nmrc_params=%s\nmrc_ns_params=%s\nrps=%s\n' \
+		"${mptcp_connect:-none}" "$ko" "$MRC_PARAMS" "$MRC_NS_PARAMS" "$RPS"
 } >"$out/meta.env"
 
 # The module under test; a failure to load is recorded and every MRC run
