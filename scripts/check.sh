@@ -57,6 +57,7 @@ fail "$hf"
 
 step rustfmt make -s fmt-check
 step netlink-spec make -s netlink-check
+step bench-report /usr/bin/python3 bench/report.py --self-test
 step uapi-header-c bash -c "printf '#include <sys/socket.h>\n#include <linux/mrc.h>\n#include <linux/mrc_netlink.h>\nint main(void){struct sockaddr_mrc a={.smrc_family=AF_MRC};return sizeof(a)==28?0:1;}\n' |
 	cc -std=c99 -Wall -Werror -pedantic -I include/uapi -x c -o $logdir/uapi - && $logdir/uapi"
 
