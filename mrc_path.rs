@@ -45,6 +45,20 @@
 //! milliseconds once data flows again, and a host with thousands of idle
 //! connections is not kept busy answering probes.
 //!
+//! # Idle paths of a busy connection
+//!
+//! The busy heartbeat of idle paths is paid for by the connection's own data:
+//! each data packet sent earns credit, and a heartbeat probe of an idle path
+//! with a settled RTT spends `data_per_idle_probe` packets' worth (8 by
+//! default; the table holds at most one probe of each path, and starts full).
+//! A bulk transfer earns far more than its idle paths spend, so they are
+//! probed every millisecond as before. A request/response connection, which
+//! keeps one small message in flight on one path, would otherwise send about
+//! a probe per round trip on top of its two messages; now its spare paths
+//! share one probe per 8 messages. Without credit an idle path still gets the
+//! idle heartbeat, and a path whose data goes unanswered is found by its
+//! silence whatever its credit.
+//!
 //! # RTT samples
 //!
 //! An acknowledgement times the packets it acknowledges only if it came back
@@ -233,6 +247,10 @@ pub struct PathConfig {
     pub heartbeat_busy_ns: u64,
     /// Probe interval of an idle path while the connection has nothing in flight.
     pub heartbeat_idle_ns: u64,
+    /// Data packets the connection sends for each heartbeat probe of an idle path while it
+    /// has data in flight (0: no such limit); see "Idle paths of a busy connection" in the
+    /// module docs.
+    pub data_per_idle_probe: u32,
     /// Missed probes or heartbeats in a row that make a path Failed (at least 1).
     pub miss_threshold: u8,
     /// Losses in a row, with no acknowledgement between them, that make a path Suspect.
@@ -267,6 +285,7 @@ impl PathConfig {
         mss: 1400,
         heartbeat_busy_ns: 1_000_000,
         heartbeat_idle_ns: 10_000_000_000,
+        data_per_idle_probe: 8,
         miss_threshold: 3,
         loss_burst: 3,
         min_active: 1,
@@ -756,6 +775,7 @@ fn table_fields_are_initialised(t: &PathTable) {
         slots: _,
         len: _,
         end: _,
+        probe_credit: _,
     } = t;
 }
 
@@ -771,6 +791,9 @@ pub struct PathTable {
     /// One past the highest slot in use: scans stop here, so a connection
     /// with a few paths does not walk all `MAX_PATHS` slots on every packet.
     end: usize,
+    /// Data packets sent and not yet spent on heartbeat probes of idle paths, up to
+    /// `data_per_idle_probe` for each path.
+    probe_credit: u32,
 }
 
 impl PathTable {
@@ -806,6 +829,7 @@ impl PathTable {
             }
             addr_of_mut!((*p).len).write(0);
             addr_of_mut!((*p).end).write(0);
+            addr_of_mut!((*p).probe_credit).write(0);
             slot.assume_init_mut()
         }
     }
@@ -849,6 +873,7 @@ impl PathTable {
         *slot = Some(Path::new(now_ns, ids, backup, &cfg));
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
+        self.earn_probe_credit(cfg.data_per_idle_probe);
         Some(idx)
     }
 
@@ -1012,6 +1037,42 @@ impl PathTable {
             c.pkts_retx = c.pkts_retx.saturating_add(1);
         }
         p.cc.on_packet_sent(now_ns, bytes);
+        self.earn_probe_credit(1);
+    }
+
+    /// Most credit the table holds: one heartbeat probe of every path.
+    fn probe_credit_cap(&self) -> u32 {
+        let paths = u32::try_from(self.len).unwrap_or(u32::MAX);
+        self.cfg.data_per_idle_probe.saturating_mul(paths)
+    }
+
+    fn earn_probe_credit(&mut self, units: u32) {
+        self.probe_credit = self
+            .probe_credit
+            .saturating_add(units)
+            .min(self.probe_credit_cap());
+    }
+
+    /// Whether the heartbeat probe of `p`, an idle Active path, must wait for the
+    /// connection to send more data: it has data in flight (`busy`), the path has a
+    /// settled RTT, and what was sent since the last such probe does not pay for one.
+    fn idle_probe_unpaid(&self, p: &Path, busy: bool) -> bool {
+        let cost = self.cfg.data_per_idle_probe;
+        busy && cost > 0
+            && p.srtt_ns().is_some()
+            && !p.rtt.provisional()
+            && self.probe_credit < cost
+    }
+
+    /// Whether a probe of `p` now would be the heartbeat of an idle Active path of a busy
+    /// connection, which spends credit.
+    fn idle_heartbeat(p: &Path, busy: bool) -> bool {
+        busy && p.state == PathState::Active
+            && p.inflight == 0
+            && p.missed_probes == 0
+            && !p.probe_outstanding
+            && p.srtt_ns().is_some()
+            && !p.rtt.provisional()
     }
 
     /// Reports that `bytes` sent on a path were acknowledged.
@@ -1249,7 +1310,7 @@ impl PathTable {
                 // plane's way back (and an acknowledgement's delay), and the scheduler,
                 // which may leave it idle for that, would not correct it before the idle
                 // heartbeat. A probe's answer comes back by the path it tests.
-                let mut hb = if busy || p.rtt.provisional() {
+                let mut hb = if (busy || p.rtt.provisional()) && !self.idle_probe_unpaid(p, busy) {
                     self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
@@ -1300,6 +1361,7 @@ impl PathTable {
             if now_ns < deadline {
                 continue;
             }
+            let heartbeat = Self::idle_heartbeat(p, busy);
             // A tick that comes a whole probe timeout after the deadline means
             // this host did not run for that long: answers may be sitting
             // unread, so the path is probed again rather than blamed.
@@ -1361,6 +1423,11 @@ impl PathTable {
             // that reached its deadline is probed now.
             if p.state != PathState::Failed || !missed {
                 out.probe.insert(idx);
+                if heartbeat {
+                    self.probe_credit = self
+                        .probe_credit
+                        .saturating_sub(self.cfg.data_per_idle_probe);
+                }
             }
         }
         out

@@ -371,6 +371,52 @@ fn idle_heartbeat_slow_when_idle_fast_when_busy() {
     assert_eq!(t.paths_in_state(PathState::Active), 2);
 }
 
+/// One small message every 2 ms on path 0 of three, each answered 100 us later, for 200 ms;
+/// returns the messages sent and the probes of the idle paths 1 and 2.
+fn sparse_messages(mut t: PathTable) -> (u32, u32) {
+    let (mut sent, mut probes) = (0u32, 0u32);
+    let mut now = MS;
+    while now < 201 * MS {
+        t.on_sent(0, now, 100, false);
+        sent += 1;
+        let r = service(&mut t, now, &[]);
+        assert!(!r.probe.contains(0));
+        probes += r.probe.len() as u32;
+        t.on_ack(0, now + 100 * US, 100, Some(100 * US), false);
+        now += 2 * MS;
+    }
+    assert_eq!(t.paths_in_state(PathState::Active), 3);
+    (sent, probes)
+}
+
+/// The busy heartbeat of the idle paths of a connection with data in flight is paid for by
+/// the connection's own data: one probe per `data_per_idle_probe` data packets, after one
+/// probe of each path to start with. Without the limit, every message here would have both
+/// idle paths probed.
+#[test]
+fn idle_paths_of_a_busy_connection_cost_one_probe_per_data_packets() {
+    let primed_cfg = |data_per_idle_probe| {
+        let mut t = table_cfg(
+            3,
+            PathConfig {
+                data_per_idle_probe,
+                ..PathConfig::default()
+            },
+        );
+        for i in 0..3 {
+            t.on_probe_ack(i, 0, 100 * US);
+        }
+        t
+    };
+    assert_eq!(PathConfig::default().data_per_idle_probe, 8);
+    // The table starts with credit for one probe of each path (24); the first message
+    // finds it full, the other 99 add one each: 123 / 8 = 15 probes; at 4 packets a probe,
+    // (12 + 99) / 4 = 27.
+    assert_eq!(sparse_messages(primed_cfg(8)), (100, 15));
+    assert_eq!(sparse_messages(primed_cfg(4)), (100, 27));
+    assert_eq!(sparse_messages(primed_cfg(0)), (100, 200));
+}
+
 #[test]
 fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
     let mut t = table(2);
