@@ -167,10 +167,15 @@ at_progress 30
 # Plane 2 stays down until the monitor has seen its paths fail: a path
 # whose RTT grew long under load takes seconds to, which a fast transfer
 # would not wait for.
+t_down=$SECONDS
 mrc_wait_for 30 plane2_failed
+# Plane 2's share is measured over the next 10 % of the transfer from
+# where it is when the plane comes back, however long it took to fail.
+at=$(mrc_stat "$A" rx_bytes)
+echo "# plane 2 failed within $((SECONDS - t_down)) s, at $(((at - rx0) * 100 / total)) % of the transfer"
 ip -n "$B" link set vb2 up
 back=$(plane_bytes)
-at_progress 45
+mrc_wait_for 300 mrc_stat_cmp "$A" rx_bytes -ge $((at + total / 10))
 back_end=$(plane_bytes)
 at_progress 50
 tc -n "$B" qdisc change dev vb3 parent 1:1 handle 10: netem delay 1ms loss 100%
