@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{describe, vm_conn, Rng, Sim, SimCfg, EV, MBIT, MS, SEC};
+use common::{describe, vm_conn, Rng, Sim, SimCfg, EV, MBIT, MS, SEC, US};
 
 /// Packets a plane's qdisc holds (netem's default limit, the leaf of the VM's htb).
 const QUEUE_PKTS: u64 = 1000;
@@ -337,6 +337,58 @@ fn faults_never_stall_delivery_for_seconds() {
                 excess <= bound,
                 "gap of {raw} ns before message {i}\n{}",
                 describe(&sim)
+            );
+        }
+    }
+}
+
+/// The bench's failover scenario: 1500 messages of 16 KiB over 4 planes of 50 Mbit/s, plane 0
+/// cut in both directions 500 ms in. The target is a longest delivery gap of at most 20 ms
+/// after the cut, on a clean and on a loaded host.
+///
+/// Measured: 22.5 ms clean (every seed) and 19.8 to 27.0 ms loaded. RACK is per path, so the
+/// packets on the cut plane are only resent once its paths go Suspect, a probe timeout after
+/// they were last heard, and the probe timeout is 5/4 of the largest RTT sample of the last
+/// second or two (about 15 ms of queue at the start of the transfer here), not srtt + 4 *
+/// rttvar (about 4 ms). Declaring a packet lost once a later one on another path was
+/// answered and its own path's srtt + 4 * rttvar passed brought the gap to 14 ms clean and
+/// 10 to 17 ms loaded, but made cpu_sim's CPU-bound hosts leave paths 48 times where 2 are
+/// allowed (225 spurious resends); with margins wide enough for those hosts the gap was back
+/// at 17 to 27 ms.
+#[test]
+#[ignore = "longest gap after a plane cut is 22.5 ms clean, up to 27 ms loaded (target 20 ms)"]
+fn plane_cut_mid_transfer_delivery_gap() {
+    for stalls in [None, LOADED_HOST] {
+        for seed in 1..=4 {
+            let mut cfg = vm_planes(seed, &[50, 50, 50, 50]);
+            cfg.stalls = stalls;
+            let cut = 500 * MS;
+            for (c2s, s2c) in cfg.paths.iter_mut().take(EV) {
+                c2s.outages.push((cut, u64::MAX));
+                s2c.outages.push((cut, u64::MAX));
+            }
+            cfg.close_when_done = false;
+            let mut sim = Sim::new(cfg);
+            for i in 0..1500usize {
+                sim.queue_message(0, vec![i as u8; 16 << 10]);
+            }
+            sim.service(0);
+            assert!(sim.run_until(|s| s.nodes[1].received.len() >= 1500));
+            assert_eq!(sim.nodes[1].received, sim.nodes[0].sent);
+            let at = &sim.nodes[1].received_at;
+            let first = at.iter().position(|&t| t >= cut).unwrap_or(at.len());
+            let gap = (first.max(1)..at.len())
+                .map(|i| at[i] - at[i - 1])
+                .max()
+                .unwrap_or(0);
+            eprintln!(
+                "stalls {stalls:?} seed {seed}: longest gap after the cut {} us",
+                gap / US
+            );
+            assert!(
+                gap <= 20 * MS,
+                "seed {seed}, stalls {stalls:?}: gap {} us",
+                gap / US
             );
         }
     }
