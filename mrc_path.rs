@@ -1053,26 +1053,10 @@ impl PathTable {
             .min(self.probe_credit_cap());
     }
 
-    /// Whether the heartbeat probe of `p`, an idle Active path, must wait for the
-    /// connection to send more data: it has data in flight (`busy`), the path has a
-    /// settled RTT, and what was sent since the last such probe does not pay for one.
-    fn idle_probe_unpaid(&self, p: &Path, busy: bool) -> bool {
-        let cost = self.cfg.data_per_idle_probe;
-        busy && cost > 0
-            && p.srtt_ns().is_some()
-            && !p.rtt.provisional()
-            && self.probe_credit < cost
-    }
-
-    /// Whether a probe of `p` now would be the heartbeat of an idle Active path of a busy
-    /// connection, which spends credit.
-    fn idle_heartbeat(p: &Path, busy: bool) -> bool {
-        busy && p.state == PathState::Active
-            && p.inflight == 0
-            && p.missed_probes == 0
-            && !p.probe_outstanding
-            && p.srtt_ns().is_some()
-            && !p.rtt.provisional()
+    /// Whether a heartbeat probe of `p`, an idle Active path, spends credit: the connection
+    /// has data in flight (`busy`), the limit is on, and the path has a settled RTT.
+    fn heartbeat_costs_credit(&self, p: &Path, busy: bool) -> bool {
+        busy && self.cfg.data_per_idle_probe > 0 && p.srtt_ns().is_some() && !p.rtt.provisional()
     }
 
     /// Reports that `bytes` sent on a path were acknowledged.
@@ -1310,7 +1294,9 @@ impl PathTable {
                 // plane's way back (and an acknowledgement's delay), and the scheduler,
                 // which may leave it idle for that, would not correct it before the idle
                 // heartbeat. A probe's answer comes back by the path it tests.
-                let mut hb = if (busy || p.rtt.provisional()) && !self.idle_probe_unpaid(p, busy) {
+                let unpaid = self.heartbeat_costs_credit(p, busy)
+                    && self.probe_credit < self.cfg.data_per_idle_probe;
+                let mut hb = if (busy || p.rtt.provisional()) && !unpaid {
                     self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
@@ -1361,7 +1347,12 @@ impl PathTable {
             if now_ns < deadline {
                 continue;
             }
-            let heartbeat = Self::idle_heartbeat(p, busy);
+            // The deadline was an idle Active path's heartbeat (see `deadline`).
+            let heartbeat = p.state == PathState::Active
+                && !p.probe_outstanding
+                && p.missed_probes == 0
+                && p.inflight == 0
+                && self.heartbeat_costs_credit(p, busy);
             // A tick that comes a whole probe timeout after the deadline means
             // this host did not run for that long: answers may be sitting
             // unread, so the path is probed again rather than blamed.
