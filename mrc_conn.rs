@@ -79,6 +79,22 @@
 //! out of Active gives up its packets in flight as lost at once. Lost packets are retransmitted
 //! on another healthy path chosen by [`PathTable::pick_retransmit_path`].
 //!
+//! # Hedging
+//!
+//! Per-path RACK cannot see a path that went dark: nothing later on it is ever acknowledged,
+//! so its packets wait for the failure detector, a probe timeout (at least 5/4 of the path's
+//! RTT peak of the last second or two) after it was last heard, while everything sent behind
+//! them on other paths is held up at the receiver. So a packet that a later packet on another
+//! path has overtaken, and that is overdue on its own path by the path's srtt + 4 * rttvar
+//! (or the reorder window, or 5/4 of the path's RTT peak of the last 125 to 250 ms, whichever
+//! is longest), gets a copy on another path while the original stays in flight. Nothing is
+//! declared lost: the path's window, congestion controller and failure detector see nothing
+//! (declaring such packets lost cut windows and made paths Suspect on hosts whose CPUs lag
+//! one another). Whichever copy arrives first is delivered. Its acknowledgement credits the
+//! original's path only if it came back by that path, so that a dead path is not kept alive
+//! by its copies. A D-SACK shows a copy was needless: it times the original and doubles the
+//! path's wait, which halves again every 8 s.
+//!
 //! # Flow control
 //!
 //! The receiver advertises its free buffer space in bytes (in SYN, SYN_ACK and every ACK). The
@@ -88,7 +104,7 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 135 KiB on a 64-bit target (the path table alone is about 72 KiB, the send
+//! A `Conn` is about 146 KiB on a 64-bit target (the path table alone is about 78 KiB, the send
 //! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
 //! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
 //! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
@@ -132,8 +148,11 @@ const EVENT_RESERVE: usize = 4;
 /// PROBE_ACKs waiting to be sent; more probes than this at once are dropped unanswered.
 const PROBE_REPLY_QUEUE: usize = 16;
 
-/// Recent RACK loss declarations remembered to match D-SACKs against.
+/// Recent RACK loss declarations and hedges remembered to match D-SACKs against.
 const RACK_LOST_RING: usize = 32;
+
+/// Marks a hedge, rather than a RACK loss, in [`Conn::rack_lost`].
+const HEDGE_MARK: u16 = 0x8000;
 
 /// Largest multiple of the base reorder window a path's window grows to.
 const REORDER_MULT_MAX: u8 = 64;
@@ -205,7 +224,7 @@ pub struct ConnConfig {
     pub syn_rto_ns: u64,
     /// SYN / SYN_ACK retransmissions before the handshake fails.
     pub syn_retries: u8,
-    /// How long TimeWait lasts.
+    /// How long TimeWait lasts at least (see [`Conn::time_wait`]).
     pub time_wait_ns: u64,
     /// Path table, failure detector and congestion control tunables.
     pub path: PathConfig,
@@ -227,7 +246,7 @@ impl ConnConfig {
         user_timeout_ns: 30_000_000_000,
         syn_rto_ns: 100_000_000,
         syn_retries: 6,
-        time_wait_ns: 100_000_000,
+        time_wait_ns: 1_000_000_000,
         path: PathConfig::DEFAULT,
     };
 
@@ -527,6 +546,11 @@ pub struct ConnStats {
     pub ce_received: u64,
     /// ACK packets received with [`Flags::ECE`].
     pub ece_received: u64,
+    /// Copies of overdue packets sent on another path, the original left in flight (see
+    /// [`Conn::detect_losses`]).
+    pub hedges: u64,
+    /// Hedges found needless: the peer received both copies (a D-SACK).
+    pub spurious_hedges: u64,
 }
 
 /// Send ring slot states.
@@ -553,6 +577,10 @@ const SF_FIN: u8 = 4;
 const SF_RACK: u8 = 16;
 /// Receive slot flag: the packet has arrived.
 const SF_ARRIVED: u8 = 8;
+/// Send slot flag: the packet is overdue on its path and a copy should go out on another.
+const SF_HEDGE_DUE: u8 = 32;
+/// Send slot flag: a copy of the packet is in flight on `SendSlot::hedge_path` as well.
+const SF_HEDGED: u8 = 64;
 
 /// One sent packet.
 #[derive(Clone, Copy, Debug, Default)]
@@ -566,6 +594,8 @@ struct SendSlot {
     offset: u32,
     len: u32,
     path: u16,
+    /// Path of the copy in flight, with [`SF_HEDGED`].
+    hedge_path: u16,
     state: SlotState,
     flags: u8,
     tx_count: u8,
@@ -587,13 +617,60 @@ impl AckFrom {
     }
 }
 
-/// A path's RACK reorder window, widened by needless retransmissions (RFC 8985, 6.2).
+/// A packet sent again that perhaps was not lost, remembered to match D-SACKs against.
+#[derive(Clone, Copy, Debug)]
+struct Resent {
+    seq: u64,
+    /// Path of the original, with [`HEDGE_MARK`] for a hedge; `u16::MAX` for none.
+    path: u16,
+    /// Send time of the original, for a hedge.
+    sent_ns: u64,
+}
+
+impl Resent {
+    const NONE: Resent = Resent {
+        seq: 0,
+        path: u16::MAX,
+        sent_ns: 0,
+    };
+}
+
+/// A multiple of a base wait that needless retransmissions raise and time lowers.
 #[derive(Clone, Copy, Debug, Default)]
-struct Reorder {
-    /// Multiple of the base window, 0 or 1 meaning the base window.
+struct Widening {
+    /// Multiple of the base, 0 or 1 meaning the base.
     mult: u8,
     /// Time of the latest needless retransmission, from which the multiple decays.
     since_ns: u64,
+}
+
+impl Widening {
+    /// Returns the multiple at `now_ns`: it halves every [`REORDER_DECAY_NS`] after the
+    /// latest needless retransmission.
+    fn get(&self, now_ns: u64) -> u64 {
+        let halvings = now_ns.saturating_sub(self.since_ns) / REORDER_DECAY_NS;
+        u64::from(self.mult)
+            .checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX))
+            .unwrap_or(0)
+            .max(1)
+    }
+
+    /// A retransmission proved needless: the multiple doubles, at most once per `srtt_ns`.
+    fn widen(&mut self, now_ns: u64, srtt_ns: u64) {
+        let mult = self.get(now_ns);
+        let grow = self.mult <= 1 || now_ns.saturating_sub(self.since_ns) >= srtt_ns;
+        let next = if grow { mult.saturating_mul(2) } else { mult };
+        self.mult = u8::try_from(next.min(u64::from(REORDER_MULT_MAX))).unwrap_or(REORDER_MULT_MAX);
+        self.since_ns = now_ns;
+    }
+}
+
+/// A path's RACK reorder window (RFC 8985, 6.2) and the wait before a copy of its overdue
+/// packets goes on another path, each widened by needless retransmissions.
+#[derive(Clone, Copy, Debug, Default)]
+struct Reorder {
+    rack: Widening,
+    hedge: Widening,
 }
 
 /// One received packet not yet below the cumulative ack.
@@ -738,6 +815,10 @@ pub struct Conn {
     lost_count: u32,
     /// No Lost slot below this sequence number.
     retx_cursor: u64,
+    /// Slots flagged [`SF_HEDGE_DUE`].
+    hedge_due: u32,
+    /// Largest `tx_order` of a packet acknowledged on its first transmission.
+    acked_order: u64,
     msgq: [u32; MSG_QUEUE],
     msgq_head: usize,
     msgq_len: usize,
@@ -768,8 +849,9 @@ pub struct Conn {
     rack_deadline: Option<u64>,
     /// Reorder window of each path.
     reorder: [Reorder; MAX_PATHS],
-    /// Recent RACK losses (sequence number, path), matched against D-SACKs.
-    rack_lost: [(u64, u16); RACK_LOST_RING],
+    /// Recent RACK losses and hedges (sequence number, path, with [`HEDGE_MARK`] for a
+    /// hedge), matched against D-SACKs.
+    rack_lost: [Resent; RACK_LOST_RING],
     rack_lost_next: usize,
     probe_due: PathSet,
     probe_nonce: u64,
@@ -846,6 +928,8 @@ fn conn_fields_are_initialised(c: &Conn) {
         snd_unknown: _,
         lost_count: _,
         retx_cursor: _,
+        hedge_due: _,
+        acked_order: _,
         msgq: _,
         msgq_head: _,
         msgq_len: _,
@@ -969,6 +1053,8 @@ impl Conn {
             addr_of_mut!((*p).snd_unknown).write(0);
             addr_of_mut!((*p).lost_count).write(0);
             addr_of_mut!((*p).retx_cursor).write(0);
+            addr_of_mut!((*p).hedge_due).write(0);
+            addr_of_mut!((*p).acked_order).write(0);
             let msgq = addr_of_mut!((*p).msgq).cast::<u32>();
             for i in 0..MSG_QUEUE {
                 msgq.add(i).write(0);
@@ -999,9 +1085,9 @@ impl Conn {
             for i in 0..MAX_PATHS {
                 reorder.add(i).write(Reorder::default());
             }
-            let rack_lost = addr_of_mut!((*p).rack_lost).cast::<(u64, u16)>();
+            let rack_lost = addr_of_mut!((*p).rack_lost).cast::<Resent>();
             for i in 0..RACK_LOST_RING {
-                rack_lost.add(i).write((0, u16::MAX));
+                rack_lost.add(i).write(Resent::NONE);
             }
             addr_of_mut!((*p).rack_lost_next).write(0);
             addr_of_mut!((*p).probe_due).write(PathSet::EMPTY);
@@ -1450,7 +1536,14 @@ impl Conn {
         self.rto_deadline = None;
         self.rack_deadline = None;
         self.probe_due = PathSet::EMPTY;
-        self.tw_deadline = Some(now_ns.saturating_add(self.cfg.time_wait_ns));
+        self.tw_deadline = Some(now_ns.saturating_add(self.time_wait()));
+    }
+
+    /// Returns how long TimeWait lasts: [`ConnConfig::time_wait_ns`], or two retransmission
+    /// timeouts if that is longer, so that when the last acknowledgement is lost, the
+    /// retransmission it leaves the peer waiting for still finds this end there to answer.
+    fn time_wait(&self) -> u64 {
+        self.cfg.time_wait_ns.max(self.rto_ns().saturating_mul(2))
     }
 
     /// Both FINs are done (ours acknowledged, the peer's delivered): finish.
@@ -1612,6 +1705,9 @@ impl Conn {
                     return Some(tx);
                 }
                 if let Some(tx) = self.build_retransmit(now_ns, buf) {
+                    return Some(tx);
+                }
+                if let Some(tx) = self.build_hedge(now_ns, buf) {
                     return Some(tx);
                 }
                 if let Some(tx) = self.build_new_data(now_ns, buf) {
@@ -1831,19 +1927,12 @@ impl Conn {
         })
     }
 
-    /// Writes the header of a DATA or FIN packet for `slot` at `seq` and records the send.
-    fn emit_slot(
-        &mut self,
-        now_ns: u64,
-        seq: u64,
-        path: PathIdx,
-        retransmit: bool,
-        buf: &mut [u8],
-    ) -> Option<Transmit> {
+    /// Writes the header of the DATA or FIN packet of send slot `seq`, addressed to `path`,
+    /// into `buf`; returns the packet's length.
+    fn encode_slot(&self, seq: u64, path: PathIdx, buf: &mut [u8]) -> Option<usize> {
         let pid = self.path_id_of(path);
-        let mut slot = *self.send.get(slot_of(seq))?;
-        let fin = slot.flags & SF_FIN != 0;
-        let len = if fin {
+        let slot = self.send.get(slot_of(seq))?;
+        if slot.flags & SF_FIN != 0 {
             encode_control(
                 buf,
                 self.session_id,
@@ -1852,7 +1941,7 @@ impl Conn {
                 seq,
                 self.rcv_nxt,
                 &Body::Fin,
-            )?
+            )
         } else {
             let mut flags = self.flags(PacketType::Data);
             if slot.flags & SF_FIRST != 0 {
@@ -1870,8 +1959,22 @@ impl Conn {
                 payload_len: slot.len,
             };
             mrc_proto::encode_header(&header, buf).ok()?;
-            HEADER_LEN.checked_add(usize::try_from(slot.len).ok()?)?
-        };
+            HEADER_LEN.checked_add(usize::try_from(slot.len).ok()?)
+        }
+    }
+
+    /// Writes the header of the packet of send slot `seq` for `path` and records the send.
+    fn emit_slot(
+        &mut self,
+        now_ns: u64,
+        seq: u64,
+        path: PathIdx,
+        retransmit: bool,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let len = self.encode_slot(seq, path, buf)?;
+        let mut slot = *self.send.get(slot_of(seq))?;
+        let fin = slot.flags & SF_FIN != 0;
         self.ack_carried();
         self.tx_order = self.tx_order.saturating_add(1);
         slot.sent_ns = now_ns;
@@ -1941,6 +2044,85 @@ impl Conn {
         self.lost_count = 0;
         self.retx_cursor = self.snd_nxt;
         None
+    }
+
+    /// Sends a copy of the oldest packet flagged [`SF_HEDGE_DUE`] on another path, leaving
+    /// the original in flight on its own (see [`Conn::detect_losses`]).
+    fn build_hedge(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
+        if self.hedge_due == 0 {
+            return None;
+        }
+        let mut seq = self.snd_una;
+        while seq < self.snd_nxt {
+            let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
+            if slot.flags & SF_HEDGE_DUE != 0 {
+                let own = usize::from(slot.path);
+                let bytes = wire_len(slot.len);
+                let path =
+                    self.paths
+                        .pick_retransmit_path_backlog(now_ns, bytes, Some(own), u64::MAX)?;
+                self.hedge_due = self.hedge_due.saturating_sub(1);
+                let s = self.send.get_mut(slot_of(seq))?;
+                s.flags &= !SF_HEDGE_DUE;
+                if path == own {
+                    // The packet's own path is the only one left: a copy would follow it.
+                    return None;
+                }
+                let len = self.encode_slot(seq, path, buf)?;
+                let s = self.send.get_mut(slot_of(seq))?;
+                s.flags |= SF_HEDGED;
+                s.hedge_path = u16::try_from(path).unwrap_or(u16::MAX);
+                self.remember_for_dsack(seq, slot.path | HEDGE_MARK, slot.sent_ns);
+                self.ack_carried();
+                self.tx_order = self.tx_order.saturating_add(1);
+                self.paths.on_sent(path, now_ns, bytes, true);
+                self.stats.data_sent = self.stats.data_sent.saturating_add(1);
+                self.stats.hedges = self.stats.hedges.saturating_add(1);
+                let data = (slot.flags & SF_FIN == 0).then_some(DataRef {
+                    seq,
+                    msg_id: slot.msg_id,
+                    offset: slot.offset,
+                    len: slot.len,
+                    retransmit: true,
+                });
+                let kind = if data.is_some() {
+                    PacketType::Data
+                } else {
+                    PacketType::Fin
+                };
+                return Some(Transmit {
+                    path,
+                    len,
+                    data,
+                    kind,
+                });
+            }
+            seq = seq.saturating_add(1);
+        }
+        self.hedge_due = 0;
+        None
+    }
+
+    /// Drops the hedge state of send slot `seq`: a copy not yet sent is no longer wanted,
+    /// and the bytes of a copy in flight leave its path's count (as lost if `lost`).
+    /// Returns the path of the copy in flight, if there was one.
+    fn clear_hedge(&mut self, now_ns: u64, seq: u64, lost: bool) -> Option<PathIdx> {
+        let slot = self.send.get_mut(slot_of(seq))?;
+        let flags = slot.flags;
+        slot.flags &= !(SF_HEDGE_DUE | SF_HEDGED);
+        let (copy, bytes) = (usize::from(slot.hedge_path), wire_len(slot.len));
+        if flags & SF_HEDGE_DUE != 0 {
+            self.hedge_due = self.hedge_due.saturating_sub(1);
+        }
+        if flags & SF_HEDGED == 0 {
+            return None;
+        }
+        if lost {
+            self.paths.on_timeout_loss(copy, now_ns, bytes);
+        } else {
+            self.paths.on_released(copy, bytes);
+        }
+        Some(copy)
     }
 
     /// Returns the new data, in wire bytes, that could be sent now if the paths had window
@@ -2280,7 +2462,25 @@ impl Conn {
             return false;
         };
         match slot.state {
+            SlotState::InFlight if slot.flags & SF_HEDGED != 0 => {
+                // Either copy may have arrived. The peer answers by the path of the latest
+                // packet it got, so an answer by the original's path credits that path (with
+                // no RTT sample: the copy may have arrived first); any other answer credits
+                // neither, lest a dead path be kept alive by its copies.
+                self.clear_hedge(now_ns, seq, false);
+                let (path, bytes) = (usize::from(slot.path), wire_len(slot.len));
+                if from.path == Some(path) {
+                    self.paths
+                        .on_ack_by_way_of(path, from.path, now_ns, bytes, None, false);
+                } else {
+                    self.paths.on_released(path, bytes);
+                }
+            }
             SlotState::InFlight => {
+                self.clear_hedge(now_ns, seq, false);
+                if slot.tx_count == 1 {
+                    self.acked_order = self.acked_order.max(slot.tx_order);
+                }
                 let path = usize::from(slot.path);
                 let ece = from.ece && from.path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
@@ -2332,7 +2532,7 @@ impl Conn {
             return false;
         }
         if let Some(seq) = sack.and_then(|s| s.dsack.checked_sub(1)) {
-            self.on_dsack(now_ns, seq);
+            self.on_dsack(now_ns, seq, from);
         }
         let mut progress = false;
         while self.snd_una < cum {
@@ -2421,12 +2621,7 @@ impl Conn {
     /// Returns the multiple of the base reorder window a path uses at `now_ns`: it halves
     /// every [`REORDER_DECAY_NS`] after the latest needless retransmission.
     fn reorder_mult(&self, path: PathIdx, now_ns: u64) -> u64 {
-        let r = self.reorder.get(path).copied().unwrap_or_default();
-        let halvings = now_ns.saturating_sub(r.since_ns) / REORDER_DECAY_NS;
-        u64::from(r.mult)
-            .checked_shr(u32::try_from(halvings).unwrap_or(u32::MAX))
-            .unwrap_or(0)
-            .max(1)
+        self.reorder.get(path).map_or(1, |r| r.rack.get(now_ns))
     }
 
     /// Returns the RACK reorder window of a path: a quarter of its minimum RTT (at least
@@ -2447,33 +2642,48 @@ impl Conn {
     fn on_spurious_loss(&mut self, now_ns: u64, path: PathIdx) {
         self.stats.spurious_losses = self.stats.spurious_losses.saturating_add(1);
         self.paths.on_needless_loss(path);
-        let mult = self.reorder_mult(path, now_ns);
         let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
-        let Some(r) = self.reorder.get_mut(path) else {
-            return;
-        };
-        let grow = r.mult <= 1 || now_ns.saturating_sub(r.since_ns) >= srtt;
-        let next = if grow { mult.saturating_mul(2) } else { mult };
-        r.mult = u8::try_from(next.min(u64::from(REORDER_MULT_MAX))).unwrap_or(REORDER_MULT_MAX);
-        r.since_ns = now_ns;
+        if let Some(r) = self.reorder.get_mut(path) {
+            r.rack.widen(now_ns, srtt);
+        }
     }
 
-    /// The peer received `seq` twice: if RACK had declared it lost, that was needless.
-    fn on_dsack(&mut self, now_ns: u64, seq: u64) {
+    /// The peer received `seq` twice: if RACK had declared it lost, or a copy of it went on
+    /// another path, that was needless.
+    ///
+    /// A needless hedge also means that the original arrived after all, just late: the
+    /// D-SACK times it (at most this late; the copy may have been the one that came second),
+    /// so that the scheduler learns how slow its path has become, which the copy's answer
+    /// hid.
+    fn on_dsack(&mut self, now_ns: u64, seq: u64, from: AckFrom) {
         let hit = self
             .rack_lost
             .iter_mut()
-            .find(|(s, p)| *s == seq && *p != u16::MAX);
+            .find(|e| e.seq == seq && e.path != u16::MAX);
         if let Some(entry) = hit {
-            let path = usize::from(entry.1);
-            *entry = (0, u16::MAX);
-            self.on_spurious_loss(now_ns, path);
+            let e = *entry;
+            *entry = Resent::NONE;
+            let (path, hedge) = (usize::from(e.path & !HEDGE_MARK), e.path & HEDGE_MARK != 0);
+            if hedge {
+                self.stats.spurious_hedges = self.stats.spurious_hedges.saturating_add(1);
+                let rtt = now_ns.saturating_sub(e.sent_ns);
+                self.paths
+                    .on_ack_by_way_of(path, from.path, now_ns, 0, Some(rtt), false);
+                let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
+                if let Some(r) = self.reorder.get_mut(path) {
+                    r.hedge.widen(now_ns, srtt);
+                }
+            } else {
+                self.on_spurious_loss(now_ns, path);
+            }
         }
     }
 
     /// RACK: declares lost every packet in flight that was sent before an acknowledged packet
-    /// on the same path and is older than that path's RTT plus the reorder window; arms the
-    /// reorder timer for the ones that are not old enough yet.
+    /// on the same path and is older than that path's RTT plus the reorder window; flags for a
+    /// hedge every packet that only packets on other paths have overtaken and that is older
+    /// than [`Conn::hedge_wait`] (see the module documentation); arms the reorder timer for
+    /// the ones that are not old enough yet.
     fn detect_losses(&mut self, now_ns: u64) {
         self.rack_deadline = None;
         let mut seq = self.snd_una;
@@ -2499,10 +2709,40 @@ impl Conn {
                     } else {
                         self.rack_deadline = min_opt(self.rack_deadline, Some(due));
                     }
+                } else if slot.tx_order < self.acked_order
+                    && slot.flags & (SF_HEDGE_DUE | SF_HEDGED) == 0
+                    && self.paths.get(path).is_some_and(|p| p.srtt_ns().is_some())
+                {
+                    let due = slot.sent_ns.saturating_add(self.hedge_wait(path, now_ns));
+                    if now_ns >= due {
+                        if let Some(s) = self.send.get_mut(slot_of(seq)) {
+                            s.flags |= SF_HEDGE_DUE;
+                            self.hedge_due = self.hedge_due.saturating_add(1);
+                        }
+                    } else {
+                        self.rack_deadline = min_opt(self.rack_deadline, Some(due));
+                    }
                 }
             }
             seq = seq.saturating_add(1);
         }
+    }
+
+    /// Returns how long after it was sent a packet on `path` that nothing later on that path
+    /// has overtaken is overdue, once a packet sent after it on another path was
+    /// acknowledged: the path's srtt plus four times its variance, or plus its reorder window
+    /// if that is longer.
+    fn hedge_wait(&self, path: PathIdx, now_ns: u64) -> u64 {
+        let p = self.paths.get(path);
+        let srtt = p
+            .and_then(|p| p.srtt_ns())
+            .unwrap_or(self.cfg.path.initial_rtt_ns);
+        let var = p.and_then(|p| p.rttvar_ns()).unwrap_or(0);
+        let late = p.map_or(0, |p| p.recent_late_answer_ns());
+        let mult = self.reorder.get(path).map_or(1, |r| r.hedge.get(now_ns));
+        srtt.saturating_add(var.saturating_mul(4).max(self.reorder_window(path, now_ns)))
+            .max(late)
+            .saturating_mul(mult)
     }
 
     /// Remembers a RACK loss declaration, so that a D-SACK or a late ack can prove it needless.
@@ -2510,8 +2750,15 @@ impl Conn {
         if let Some(s) = self.send.get_mut(slot_of(seq)) {
             s.flags |= SF_RACK;
         }
+        self.remember_for_dsack(seq, path, 0);
+    }
+
+    /// Remembers `seq`, sent again although it was perhaps not lost on `path` (a RACK loss,
+    /// or a hedge with [`HEDGE_MARK`], of the original sent at `sent_ns`), so that a D-SACK
+    /// can prove that needless.
+    fn remember_for_dsack(&mut self, seq: u64, path: u16, sent_ns: u64) {
         if let Some(e) = self.rack_lost.get_mut(self.rack_lost_next) {
-            *e = (seq, path);
+            *e = Resent { seq, path, sent_ns };
         }
         self.rack_lost_next = (self.rack_lost_next + 1) % RACK_LOST_RING;
     }
@@ -2528,9 +2775,26 @@ impl Conn {
         if slot.state != SlotState::InFlight {
             return;
         }
+        let (path, len) = (usize::from(slot.path), slot.len);
+        if let Some(copy) = self.clear_hedge(now_ns, seq, timeout) {
+            if !timeout {
+                // The copy on another path stands in for the lost original.
+                let _ = self.paths.on_loss(path, now_ns, wire_len(len));
+                self.tx_order = self.tx_order.saturating_add(1);
+                if let Some(slot) = self.send.get_mut(slot_of(seq)) {
+                    slot.path = u16::try_from(copy).unwrap_or(u16::MAX);
+                    slot.sent_ns = now_ns;
+                    slot.tx_order = self.tx_order;
+                    slot.tx_count = slot.tx_count.saturating_add(1);
+                }
+                return;
+            }
+        }
+        let Some(slot) = self.send.get_mut(slot_of(seq)) else {
+            return;
+        };
         slot.state = SlotState::Lost;
         slot.flags &= !SF_RACK;
-        let (path, len) = (usize::from(slot.path), slot.len);
         self.lost_count = self.lost_count.saturating_add(1);
         self.retx_cursor = self.retx_cursor.min(seq);
         // The path's state change, if any, is picked up by the failure detector's timer.
@@ -2585,8 +2849,8 @@ impl Conn {
             // The peer has not seen our ack: tell it again.
             self.ack_now = true;
             if self.state == State::TimeWait {
-                // A retransmitted FIN: the peer still needs us, so linger as long again.
-                self.tw_deadline = Some(now_ns.saturating_add(self.cfg.time_wait_ns));
+                // A retransmission: the peer still needs us, so linger as long again.
+                self.tw_deadline = Some(now_ns.saturating_add(self.time_wait()));
             }
             self.stats.duplicates = self.stats.duplicates.saturating_add(1);
             self.dsack = seq.saturating_add(1);
@@ -2834,7 +3098,8 @@ impl Conn {
     /// Returns when a path's pacing next lets data leave, if data is ready to go and a
     /// path with window room is held back only by its pacing.
     fn pacing_deadline(&self, now_ns: u64) -> Option<u64> {
-        let ready = self.lost_count > 0 || (self.msgq_len > 0 && !self.ring_full());
+        let ready =
+            self.lost_count > 0 || self.hedge_due > 0 || (self.msgq_len > 0 && !self.ring_full());
         if !ready {
             return None;
         }
@@ -2922,6 +3187,9 @@ impl Conn {
             if slot.state == SlotState::InFlight && usize::from(slot.path) == idx {
                 self.mark_lost(now_ns, seq);
                 self.stats.path_losses = self.stats.path_losses.saturating_add(1);
+            } else if slot.flags & SF_HEDGED != 0 && usize::from(slot.hedge_path) == idx {
+                // The copy is gone with its path; the original is still in flight.
+                self.clear_hedge(now_ns, seq, true);
             }
             seq = seq.saturating_add(1);
         }

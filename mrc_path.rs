@@ -186,6 +186,11 @@ const ALIKE_PLANES_NS: u64 = 20_000_000;
 /// Length of the windows over which the largest RTT sample is kept for the probe timeout.
 const RTT_PEAK_WINDOW_NS: u64 = 1_000_000_000;
 
+/// Length of the windows over which the largest RTT sample is kept for
+/// [`Path::recent_late_answer_ns`]: long enough to span the stalls of a loaded host, which
+/// recur every few ms, short enough to forget a queue that drained.
+const RTT_SHORT_PEAK_WINDOW_NS: u64 = 125_000_000;
+
 /// Clock granularity term of the RTO (RFC 6298's G).
 const RTO_GRANULARITY_NS: u64 = 1_000;
 
@@ -331,6 +336,45 @@ pub struct PathCounters {
     pub probes_missed: u32,
 }
 
+/// The largest RTT sample of the current and of the previous window of fixed length.
+#[derive(Clone, Copy, Debug, Default)]
+struct Peak {
+    cur_ns: u32,
+    prev_ns: u32,
+    /// Index of the window `cur_ns` belongs to: the time divided by its length, modulo
+    /// 2^16 (only whether the window changed, and whether by one, matters).
+    window: u16,
+}
+
+impl Peak {
+    fn get(&self) -> u64 {
+        u64::from(self.cur_ns.max(self.prev_ns))
+    }
+
+    /// Returns 5/4 of [`Peak::get`].
+    fn five_quarters(&self) -> u64 {
+        let peak = self.get();
+        peak.saturating_add(peak / 4)
+    }
+
+    /// Takes sample `r` in window number `window`.
+    fn take(&mut self, window: u64, r: u32) {
+        let window = u16::try_from(window & 0xffff).unwrap_or(0);
+        if window != self.window {
+            // After a gap of more than one window (or a clock that jumped), the previous
+            // window's peak is no longer recent.
+            self.prev_ns = if window == self.window.wrapping_add(1) {
+                self.cur_ns
+            } else {
+                0
+            };
+            self.cur_ns = 0;
+            self.window = window;
+        }
+        self.cur_ns = self.cur_ns.max(r);
+    }
+}
+
 /// RFC 6298 RTT estimator in integer nanoseconds; zero means "no sample yet".
 #[derive(Clone, Copy, Debug, Default)]
 struct RttEstimator {
@@ -341,29 +385,27 @@ struct RttEstimator {
     /// [`PathTable::on_ack_by_way_of`]) rather than from provisional samples.
     own_min: bool,
     /// Largest sample of the current and of the previous [`RTT_PEAK_WINDOW_NS`].
-    peak_ns: u32,
-    prev_peak_ns: u32,
-    /// Index of the window `peak_ns` belongs to: the time divided by its length, modulo
-    /// 2^16 (only whether the window changed, and whether by one, matters).
-    peak_window: u16,
+    peak: Peak,
+    /// Largest sample of the current and of the previous [`RTT_SHORT_PEAK_WINDOW_NS`].
+    short_peak: Peak,
     /// Send time of the latest packet answered with a sample (the sample's time less its
     /// RTT): the peer had processed what was sent on the path up to then.
     answered_sent_ns: u64,
 }
 
 impl RttEstimator {
-    /// Returns the largest RTT sample of the last one to two [`RTT_PEAK_WINDOW_NS`].
-    fn recent_peak(&self) -> u64 {
-        u64::from(self.peak_ns.max(self.prev_peak_ns))
+    /// Returns 5/4 of the largest RTT sample of the last one to two
+    /// [`RTT_SHORT_PEAK_WINDOW_NS`].
+    fn short_peak_timeout(&self) -> u64 {
+        self.short_peak.five_quarters()
     }
 
-    /// Returns 5/4 of [`RttEstimator::recent_peak`], the floor of the probe timeout and of
-    /// the RTO: a path whose answers came that late recently, because a host stalled or its
-    /// packets queued for a CPU, is not dead when one is that late again, and
-    /// srtt + 4 * rttvar forgets such spikes within a few RTTs.
+    /// Returns 5/4 of the largest RTT sample of the last one to two [`RTT_PEAK_WINDOW_NS`],
+    /// the floor of the probe timeout and of the RTO: a path whose answers came that late
+    /// recently, because a host stalled or its packets queued for a CPU, is not dead when one
+    /// is that late again, and srtt + 4 * rttvar forgets such spikes within a few RTTs.
     fn peak_timeout(&self) -> u64 {
-        let peak = self.recent_peak();
-        peak.saturating_add(peak / 4)
+        self.peak.five_quarters()
     }
 
     /// Takes the time an answer took into the recent peak only (the answer to a packet sent
@@ -373,19 +415,8 @@ impl RttEstimator {
         self.answered_sent_ns = self.answered_sent_ns.max(now_ns.saturating_sub(rtt_ns));
         // Zero would read as "no sample".
         let r = u32::try_from(rtt_ns.clamp(1, MAX_RTT_NS)).unwrap_or(u32::MAX);
-        let window = u16::try_from((now_ns / RTT_PEAK_WINDOW_NS) & 0xffff).unwrap_or(0);
-        if window != self.peak_window {
-            // After a gap of more than one window (or a clock that jumped), the previous
-            // window's peak is no longer recent.
-            self.prev_peak_ns = if window == self.peak_window.wrapping_add(1) {
-                self.peak_ns
-            } else {
-                0
-            };
-            self.peak_ns = 0;
-            self.peak_window = window;
-        }
-        self.peak_ns = self.peak_ns.max(r);
+        self.peak.take(now_ns / RTT_PEAK_WINDOW_NS, r);
+        self.short_peak.take(now_ns / RTT_SHORT_PEAK_WINDOW_NS, r);
         r
     }
 
@@ -547,6 +578,12 @@ impl Path {
     /// Returns the RTT variation, if the path has an RTT sample.
     pub fn rttvar_ns(&self) -> Option<u64> {
         (self.rtt.srtt_ns != 0).then_some(u64::from(self.rtt.rttvar_ns))
+    }
+
+    /// Returns 5/4 of the largest RTT sample of the last 125 to 250 ms: how late an answer
+    /// on this path may come without anything being wrong with it.
+    pub fn recent_late_answer_ns(&self) -> u64 {
+        self.rtt.short_peak_timeout()
     }
 
     /// Returns the smallest RTT sample seen, if any.
@@ -1182,6 +1219,15 @@ impl PathTable {
     /// probe at once.
     pub fn on_loss(&mut self, idx: PathIdx, now_ns: u64, bytes: u32) -> Option<Transition> {
         self.count_loss(idx, now_ns, bytes, true)
+    }
+
+    /// Reports that `bytes` sent on a path left it without an answer that can be credited to
+    /// it: a copy of the packet went on another path as well, and either may have arrived.
+    /// Only the bytes in flight change.
+    pub fn on_released(&mut self, idx: PathIdx, bytes: u32) {
+        if let Some(p) = self.get_mut(idx) {
+            p.inflight = p.inflight.saturating_sub(u64::from(bytes));
+        }
     }
 
     /// Reports that `bytes` sent on a path were lost to a retransmission timeout.

@@ -104,7 +104,7 @@ mrc_check "server read every message then EOF after the lingering close" \
 	"linger got 64 msgs 4194304 bytes sha256 $sha eof" "$got"
 rm -f "$out"
 
-# Every connection is gone once closed (TIME_WAIT is 100 ms; the server's
+# Every connection is gone once closed (TIME_WAIT is 1 s; the server's
 # FIN above may wait for a retransmission after the link came back).
 mrc_wait_for 30 mrc_stat_cmp "$A" conns -eq 0
 mrc_check "server connections gone" 0 $?

@@ -68,6 +68,8 @@ struct Run {
     retransmits: u64,
     /// Bytes the client's paths declared lost.
     lost_bytes: u64,
+    /// Copies of overdue packets the client sent on another path (every one needless).
+    hedges: u64,
     /// Longest time between two deliveries.
     longest_gap_ns: u64,
 }
@@ -84,7 +86,13 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
     let mut sim = Sim::new(cpu_bound(seed, queues, stalls));
     send(&mut sim, count, len);
     let (mut cwnd_sum, mut cwnd_n, mut next_sample) = (0u64, 0u64, 0u64);
+    // The clock and the server's stalled time when the last message arrived: the capacity
+    // is the CPU's over the transfer, not over the closing handshake and TIME_WAIT.
+    let mut at_done: Option<(u64, u64)> = None;
     let done = sim.run_until(|s| {
+        if at_done.is_none() && s.nodes[1].received.len() >= count {
+            at_done = Some((s.now, s.cpu_stats.stalled_ns[1]));
+        }
         if s.now >= next_sample && s.nodes[1].received.len() < count {
             next_sample = s.now + MS;
             for (_, p) in s.nodes[0].conn.paths().iter() {
@@ -108,9 +116,10 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
     let ack_every = u64::from(sim.cfg.conn.ack_every.max(1));
     let per_pkt_ns = RX_NS + TX_NS / ack_every;
     let payload = u64::from(sim.cfg.conn.max_payload());
-    let stalled = sim.cpu_stats.stalled_ns[server] / queues as u64;
-    let free = sim.now.saturating_sub(stalled);
-    let capacity_bps = payload * SEC / per_pkt_ns * queues as u64 * free / sim.now.max(1);
+    let (end, stalled) = at_done.unwrap_or((sim.now, sim.cpu_stats.stalled_ns[server]));
+    let stalled = stalled / queues as u64;
+    let free = end.saturating_sub(stalled);
+    let capacity_bps = payload * SEC / per_pkt_ns * queues as u64 * free / end.max(1);
     let c = sim.nodes[0].conn.stats();
     let lost_bytes = sim.nodes[0]
         .conn
@@ -127,11 +136,12 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
         retransmits: c.retransmits,
         lost_bytes,
         longest_gap_ns,
+        hedges: c.hedges,
     };
     eprintln!(
         "queues {queues} stalls {stalls:?} seed {seed}: {} ms, goodput {} of {} kbit/s \
          ({} permille), mean cwnd {} B, {} paths left Active ({} loss bursts), {} retransmits, {} bytes lost, \
-         longest gap {} us, server cpu busy {} ms stalled {} ms",
+         longest gap {} us, server cpu busy {} ms stalled {} ms, {} hedges ({} needless), {} rto losses, {} rack losses",
         sim.now / MS,
         run.goodput_bps * 8 / 1000,
         run.capacity_bps * 8 / 1000,
@@ -144,6 +154,10 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
         run.longest_gap_ns / US,
         sim.cpu_stats.busy_ns[server] / MS,
         sim.cpu_stats.stalled_ns[server] / MS,
+        c.hedges,
+        c.spurious_hedges,
+        c.rto_losses,
+        c.rack_losses,
     );
     if std::env::var_os("CPU_SIM_DUMP").is_some() {
         eprintln!("{}", describe(&sim));
@@ -159,7 +173,7 @@ const COUNT: usize = 64;
 
 /// Both hosts of one CPU that stalls. Before: the windows stayed near their floor (a mean
 /// of 4.4 and 4.0 KB, the floor holding one datagram) and the transfer got 409 and 346
-/// permille of what the server's CPU could process; now 688 and 624.
+/// permille of what the server's CPU could process; now 626 and 712 (over the transfer).
 #[test]
 fn cpu_bound_hosts_get_most_of_the_cpu() {
     for seed in 1..=2 {
@@ -168,13 +182,14 @@ fn cpu_bound_hosts_get_most_of_the_cpu() {
     }
 }
 
-/// The 80 % target is not met: 688 and 624 permille. The client's stalls hold back
+/// The 80 % target is not met: 626 and 712 permille (over the transfer; the capacity used to
+/// take in the closing handshake too). The client's stalls hold back
 /// acknowledgements, and windows that would keep the server busy through them make a CPU
 /// queue that does respond to the window, which the delay controller answers as a real one;
 /// and slack is learned only near the window floor, so that a real bottleneck (path_sim's
 /// 256 paths) still keeps its queue within twice the target.
 #[test]
-#[ignore = "reaches 688 and 624 permille of the CPU, not 800"]
+#[ignore = "reaches 626 and 712 permille of the CPU, not 800"]
 fn cpu_bound_hosts_get_80_percent_of_the_cpu() {
     for seed in 1..=2 {
         let run = transfer(seed, 1, [STALLS, STALLS], COUNT);
@@ -196,6 +211,13 @@ fn cpu_bound_hosts_get_80_percent_of_the_cpu() {
 /// rest were retransmission timeouts of srtt + 4 * rttvar, a few ms, that fired in a stall
 /// and declared everything in flight lost, a loss burst on every path; with the RTO at
 /// least 5/4 of the recent RTT peak, as the probe timeout: 3 times, at most 2 in one.
+///
+/// A packet that a later one on another path has overtaken gets a copy on another path once
+/// it is overdue (see sched_sim's plane cut). With two CPUs one queue lags the other by up to
+/// a stall, so some copies are needless: 7 to 183 per transfer (at most 1.5 % of the
+/// packets). Before their answers credited the original's path only when they came back by
+/// it, a path whose packets all got copies looked silent and was made Suspect (9 times in one
+/// transfer).
 #[test]
 fn late_answers_on_cpu_bound_hosts_are_no_path_failure() {
     for queues in 1..=2 {
@@ -203,6 +225,8 @@ fn late_answers_on_cpu_bound_hosts_are_no_path_failure() {
             let run = transfer(seed, queues, [STALLS, STALLS], COUNT);
             let bytes = (COUNT as u64) << 18;
             assert!(run.downs <= 2, "{run:?}");
+            // At most 2 % of the packets (16 MiB in 1392-byte payloads) get a needless copy.
+            assert!(run.hedges * 50 <= bytes / 1392, "{run:?}");
             assert!(
                 run.lost_bytes * 200 <= bytes,
                 "more than 0.5 % lost: {run:?}"
