@@ -7,8 +7,15 @@ use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-/// Bytes per fixed interval and the longest gap between two consecutive
-/// messages.
+/// Gaps between consecutive messages at least this long are kept with their
+/// place in the timeline.
+pub const GAP_KEPT: Duration = Duration::from_millis(5);
+
+/// At most this many such gaps are kept (the first ones).
+const GAPS_MAX: usize = 1024;
+
+/// Bytes per fixed interval, the longest gap between two consecutive
+/// messages, and where the long gaps were.
 #[derive(Debug, Clone)]
 pub struct Timeline {
     start: Instant,
@@ -16,6 +23,9 @@ pub struct Timeline {
     samples: Vec<u64>,
     last: Option<Instant>,
     max_gap: Duration,
+    /// Gaps of at least [`GAP_KEPT`]: start (the earlier message) from
+    /// `start`, and length, in microseconds.
+    gaps: Vec<[u64; 2]>,
 }
 
 impl Timeline {
@@ -26,6 +36,7 @@ impl Timeline {
             samples: Vec::new(),
             last: None,
             max_gap: Duration::ZERO,
+            gaps: Vec::new(),
         }
     }
 
@@ -37,6 +48,7 @@ impl Timeline {
             samples: Vec::new(),
             last: None,
             max_gap: Duration::ZERO,
+            gaps: Vec::new(),
         };
     }
 
@@ -52,7 +64,12 @@ impl Timeline {
         }
         self.samples[i] += bytes as u64;
         if let Some(last) = self.last {
-            self.max_gap = self.max_gap.max(now.saturating_duration_since(last));
+            let gap = now.saturating_duration_since(last);
+            self.max_gap = self.max_gap.max(gap);
+            if gap >= GAP_KEPT && self.gaps.len() < GAPS_MAX {
+                let at = last.saturating_duration_since(self.start).as_micros() as u64;
+                self.gaps.push([at, gap.as_micros() as u64]);
+            }
         }
         self.last = Some(now);
     }
@@ -63,6 +80,10 @@ impl Timeline {
 
     pub fn max_gap_us(&self) -> u64 {
         self.max_gap.as_micros() as u64
+    }
+
+    pub fn gaps_us(&self) -> &[[u64; 2]] {
+        &self.gaps
     }
 }
 
@@ -195,6 +216,9 @@ pub struct ConnReport {
     pub elapsed_s: f64,
     pub goodput_mbps: f64,
     pub max_gap_us: u64,
+    /// Gaps between consecutive messages of at least 5 ms (the first 1024):
+    /// [start, length] in microseconds, the start from the first sample's.
+    pub gaps_us: Vec<[u64; 2]>,
     pub interval_ms: u64,
     /// Bytes per interval: received (server) or handed to send() (client).
     pub samples: Vec<u64>,
@@ -265,6 +289,7 @@ impl ConnReport {
             elapsed_s,
             goodput_mbps: goodput_mbps(p.bytes, elapsed_s),
             max_gap_us: p.timeline.max_gap_us(),
+            gaps_us: p.timeline.gaps_us().to_vec(),
             interval_ms: info.interval_ms,
             samples: p.timeline.samples().to_vec(),
             seed: info.seed,
@@ -465,6 +490,10 @@ mod tests {
         t.record(t0 + Duration::from_millis(35), 7);
         assert_eq!(t.samples(), &[150, 0, 0, 7]);
         assert_eq!(t.max_gap_us(), 26_000);
+        // Gaps of 5 ms or more, from the earlier message.
+        assert_eq!(t.gaps_us(), &[[1_000, 8_000], [9_000, 26_000]]);
+        t.record(t0 + Duration::from_millis(39), 1);
+        assert_eq!(t.gaps_us().len(), 2, "a 4 ms gap is not kept");
     }
 
     #[test]
