@@ -817,7 +817,8 @@ pub struct Conn {
     retx_cursor: u64,
     /// Slots flagged [`SF_HEDGE_DUE`].
     hedge_due: u32,
-    /// Largest `tx_order` of a packet acknowledged on its first transmission.
+    /// Largest `tx_order` of a packet acknowledged (by an answer that can be its own, as for
+    /// `rack_order`): at least every path's `rack_order`.
     acked_order: u64,
     msgq: [u32; MSG_QUEUE],
     msgq_head: usize,
@@ -2478,9 +2479,6 @@ impl Conn {
             }
             SlotState::InFlight => {
                 self.clear_hedge(now_ns, seq, false);
-                if slot.tx_count == 1 {
-                    self.acked_order = self.acked_order.max(slot.tx_order);
-                }
                 let path = usize::from(slot.path);
                 let ece = from.ece && from.path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
@@ -2500,6 +2498,7 @@ impl Conn {
                     if let Some(r) = self.rack_order.get_mut(path) {
                         *r = (*r).max(slot.tx_order);
                     }
+                    self.acked_order = self.acked_order.max(slot.tx_order);
                 }
             }
             SlotState::Lost => {
@@ -2690,6 +2689,12 @@ impl Conn {
         while seq < self.snd_nxt {
             let slot = self.send.get(slot_of(seq)).copied().unwrap_or_default();
             if slot.state == SlotState::InFlight {
+                if slot.tx_count == 1 && slot.tx_order >= self.acked_order {
+                    // First transmissions leave in sequence order, and a packet's send order
+                    // only grows when it is resent: every packet from here on was sent after
+                    // the newest one acknowledged, so nothing has overtaken it.
+                    break;
+                }
                 let path = usize::from(slot.path);
                 let newest = self.rack_order.get(path).copied().unwrap_or(0);
                 if slot.tx_order < newest {
