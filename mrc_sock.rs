@@ -806,9 +806,28 @@ fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
 }
 
 /// A packet for a registered session, in softirq. `skb.data` is at the UDP
-/// header.
+/// header. It is decoded (and its checksum verified) before the
+/// connection's lock is taken: the other CPU's softirq, the sender and the
+/// timer take that lock too, for every packet of the connection's paths.
 pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
     let now = mrc_sys::now_ns();
+    let total = skb.len();
+    let ce = skb.ecn_ce();
+    let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
+    let pkt = match mrc_proto::decode(data) {
+        Err(e) => {
+            net.count_decode_drop(e);
+            return;
+        }
+        Ok(pkt) => pkt,
+    };
+    let payload_len = match pkt.body {
+        Body::Data(d) => d.len() as u32,
+        _ => 0,
+    };
+    if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
+        net.count_ecn_echo();
+    }
     let after = {
         let mut inner = sk.state().inner.lock();
         if inner.dead {
@@ -817,27 +836,8 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         let Some(s) = inner.sess.as_deref_mut() else {
             return;
         };
-        let total = skb.len();
-        let ce = skb.ecn_ce();
-        let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
-        let (res, payload_len) = match mrc_proto::decode(data) {
-            Err(e) => {
-                drop(inner);
-                net.count_decode_drop(e);
-                return;
-            }
-            Ok(pkt) => {
-                let plen = match pkt.body {
-                    Body::Data(d) => d.len() as u32,
-                    _ => 0,
-                };
-                if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
-                    net.count_ecn_echo();
-                }
-                s.heard_on(pkt.header.path_id, now);
-                (s.conn.handle_packet_ecn(now, &pkt, ce), plen)
-            }
-        };
+        s.heard_on(pkt.header.path_id, now);
+        let res = s.conn.handle_packet_ecn(now, &pkt, ce);
         match res {
             Input::Store { seq } => {
                 // Counted here, like the connection's `ce_received`, so a
