@@ -10,6 +10,7 @@
 #   make tools      build the userspace tools under tools/
 #   make netlink-gen regenerate the netlink uapi header from netlink/mrc.yaml
 #   make bench      benchmarks against MPTCP, SCTP, TCP in the VM (BENCHMARKS.md)
+#   make profile    perf profile of one transfer over a veth in the VM (PROTO=, SECS=)
 
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -72,9 +73,15 @@ demo:
 bench:
 	$(TOP)/bench/bench.sh
 
+# Where the CPU goes in one transfer over an unshaped veth (perf in the
+# release VM). PROTO=mrc|tcp|mptcp|sctp, SECS of sampling.
+.PHONY: profile
+profile:
+	$(TOP)/bench/profile.sh $(or $(PROTO),mrc) $(or $(SECS),4)
+
 clean:
 	-[ -d "$(KDIR)" ] && $(KMAKE) clean
 	rm -f $(TOP)/mrc_bindings_generated.rs
 
 help:
-	@sed -n '3,13p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'

@@ -36,22 +36,7 @@ out=${BENCH_OUT:-$top/bench/out/$(date +%Y%m%d-%H%M%S)}
 mkdir -p "$out"
 
 scripts/setup.sh release
-kdir=$(kernel_build_dir release)
-
-# mrc.ko for the release kernel, built in a copy of the module sources;
-# build products of earlier runs stay in the copy, so rebuilds are
-# incremental.
-moddir=$MRC_CACHE/bench/module-$(basename "$kdir")
-mkdir -p "$moddir"
-rsync -a --delete \
-	--exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod' \
-	--exclude='*.mod.c' --exclude='*.d' --exclude='*.rmeta' \
-	--exclude='mrc_bindings_generated.rs' --exclude='modules.order' --exclude='Module.symvers' \
-	--include='/Kbuild' --include='/*.rs' --include='/*.c' \
-	--include='/include/***' --include='/netlink/***' --exclude='*' \
-	"$top/" "$moddir/"
-log "building mrc.ko for $(basename "$kdir") in $moddir"
-make -s -C "$kdir" M="$moddir" LLVM="$LLVM_SUFFIX" modules
+ko=$(build_release_module)
 
 make -s -C "$top" tools
 
@@ -75,7 +60,7 @@ envs=()
 while IFS= read -r v; do
 	envs+=("$v=${!v}")
 done < <(compgen -e | grep '^BENCH_' || true)
-guest=(env "${envs[@]}" "$top/bench/run-guest.sh" --ko "$moddir/mrc.ko" --emit)
+guest=(env "${envs[@]}" "$top/bench/run-guest.sh" --ko "$ko" --emit)
 [ -z "$mc" ] || guest+=(--mptcp-connect "$mc")
 guest+=(/tmp/mrc-bench)
 if [ "${BENCH_QUICK:-0}" = 1 ]; then

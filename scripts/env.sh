@@ -28,3 +28,24 @@ kernel_build_dir() {
 kernel_src_dir() {
 	echo "$MRC_CACHE/src/linux-$(kernel_full_version)"
 }
+
+# Builds mrc.ko for the release test kernel in a copy of the module sources
+# (the tree's own build, for the debug kernel, is left alone) and prints
+# the module's path. Build products of earlier runs stay in the copy, so
+# rebuilds are incremental.
+build_release_module() {
+	local kdir moddir
+	kdir=$(kernel_build_dir release)
+	moddir=$MRC_CACHE/bench/module-$(basename "$kdir")
+	mkdir -p "$moddir" || return
+	rsync -a --delete \
+		--exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod' \
+		--exclude='*.mod.c' --exclude='*.d' --exclude='*.rmeta' \
+		--exclude='mrc_bindings_generated.rs' --exclude='modules.order' --exclude='Module.symvers' \
+		--include='/Kbuild' --include='/*.rs' --include='/*.c' \
+		--include='/include/***' --include='/netlink/***' --exclude='*' \
+		"$MRC_TOP/" "$moddir/" || return
+	printf 'building mrc.ko for %s in %s\n' "$(basename "$kdir")" "$moddir" >&2
+	make -s -C "$kdir" M="$moddir" LLVM="$LLVM_SUFFIX" modules >&2 || return
+	echo "$moddir/mrc.ko"
+}

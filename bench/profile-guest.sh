@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run by bench/profile.sh inside the VM: one mrc-perf transfer of 16 KiB
+# messages over an unshaped veth between two namespaces (receive packet
+# steering over every CPU, as `make bench` sets it), perf sampling every
+# CPU for SECONDS of it, then the hottest symbols with their callers.
+#
+# Usage: profile-guest.sh KO PROTO SECONDS MRC_PERF
+set -euo pipefail
+ko=$1 proto=$2 secs=$3 perf_bin=$4
+cli=mrcp-c srv=mrcp-s data=/tmp/mrc-profile.data
+
+[ "$proto" != mrc ] || insmod "$ko"
+sysctl -qw kernel.kptr_restrict=0 kernel.perf_event_paranoid=-1
+for ns in "$cli" "$srv"; do
+	ip netns add "$ns"
+	ip -n "$ns" link set lo up
+done
+ip link add u0 netns "$cli" type veth peer name u0 netns "$srv"
+ip -n "$cli" addr add 10.81.0.1/24 dev u0
+ip -n "$srv" addr add 10.81.0.2/24 dev u0
+ip -n "$cli" link set u0 up
+ip -n "$srv" link set u0 up
+mask=$(printf '%x' $(((1 << $(nproc)) - 1)))
+for ns in "$cli" "$srv"; do
+	# shellcheck disable=SC2016 # expanded by the inner shell
+	ip netns exec "$ns" sh -c 'for q in /sys/class/net/u0/queues/rx-*/rps_cpus; do echo "$1" >"$q"; done' sh "$mask"
+done
+[ "$proto" != mptcp ] || ip netns exec "$srv" sysctl -qw net.mptcp.enabled=1
+
+ip netns exec "$srv" "$perf_bin" server --proto "$proto" --port 5001 --json >/tmp/server.json 2>&1 &
+sleep 1
+ip netns exec "$cli" "$perf_bin" client --proto "$proto" --addr 10.81.0.2 --port 5001 \
+	--duration $((secs + 3)) --msg-size 16384 --json >/tmp/client.json 2>&1 &
+client=$!
+sleep 1.5
+perf record -q -e cpu-clock -F 2000 -a -g -o "$data" -- sleep "$secs" 2>/dev/null
+wait "$client" || echo "the client failed: $(tail -n 2 /tmp/client.json)"
+echo "goodput of the whole transfer (perf ran for part of it):" \
+	"$(grep -o '"goodput_mbps":[0-9.]*' /tmp/client.json | head -n 1 | cut -d: -f2) Mbit/s"
+
+# perf resolves the kernel's symbols but not the module's: those are
+# replaced by the nearest [mrc] symbol of /proc/kallsyms at or below them.
+grep '\[mrc\]' /proc/kallsyms | sort >/tmp/mrc.syms || true
+resolve() {
+	awk 'NR == FNR { a[NR] = $1; s[NR] = $3; n = NR; next }
+	{
+		line = $0
+		while (match(line, /0xffffffff[0-9a-f]+/)) {
+			addr = substr(line, RSTART + 2, RLENGTH - 2)
+			best = ""
+			for (i = 1; i <= n; i++) {
+				# Within 1 MiB below: in the module text, not past its end.
+				if (length(a[i]) == length(addr) && a[i] <= addr &&
+				    substr(a[i], 1, 11) == substr(addr, 1, 11)) best = s[i]
+			}
+			repl = best == "" ? substr(line, RSTART, RLENGTH) : "[mrc] " best
+			line = substr(line, 1, RSTART - 1) repl substr(line, RSTART + RLENGTH)
+			if (best == "") break
+		}
+		print line
+	}' /tmp/mrc.syms -
+}
+echo "== hottest symbols (self time, share of all CPU samples), with callers"
+perf report -i "$data" --no-children --sort sym --stdio -g caller,0.5,callee --percent-limit 0.5 2>/dev/null |
+	grep -v '^#' | grep -v '^$' | resolve | head -n 150
+echo "== by object"
+perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep '%' | head -n 12
