@@ -685,6 +685,36 @@ fn slot_of(seq: u64) -> usize {
     (seq % WINDOW_SEQ) as usize
 }
 
+/// The [`Transmit`] of send slot `slot` (sequence number `seq`), `len` bytes written for
+/// `path`.
+fn slot_transmit(
+    slot: &SendSlot,
+    seq: u64,
+    path: PathIdx,
+    len: usize,
+    retransmit: bool,
+) -> Transmit {
+    let fin = slot.flags & SF_FIN != 0;
+    let data = (!fin).then_some(DataRef {
+        seq,
+        msg_id: slot.msg_id,
+        offset: slot.offset,
+        len: slot.len,
+        retransmit,
+    });
+    let kind = if fin {
+        PacketType::Fin
+    } else {
+        PacketType::Data
+    };
+    Transmit {
+        path,
+        len,
+        data,
+        kind,
+    }
+}
+
 fn wire_len(payload: u32) -> u32 {
     payload.saturating_add(HEADER_LEN as u32)
 }
@@ -1998,24 +2028,7 @@ impl Conn {
             self.persist = false;
             self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
         }
-        let data = (!fin).then_some(DataRef {
-            seq,
-            msg_id: slot.msg_id,
-            offset: slot.offset,
-            len: slot.len,
-            retransmit,
-        });
-        let kind = if fin {
-            PacketType::Fin
-        } else {
-            PacketType::Data
-        };
-        Some(Transmit {
-            path,
-            len,
-            data,
-            kind,
-        })
+        Some(slot_transmit(&slot, seq, path, len, retransmit))
     }
 
     fn build_retransmit(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
@@ -2077,26 +2090,11 @@ impl Conn {
                 self.ack_carried();
                 self.tx_order = self.tx_order.saturating_add(1);
                 self.paths.on_sent(path, now_ns, bytes, true);
-                self.stats.data_sent = self.stats.data_sent.saturating_add(1);
+                if slot.flags & SF_FIN == 0 {
+                    self.stats.data_sent = self.stats.data_sent.saturating_add(1);
+                }
                 self.stats.hedges = self.stats.hedges.saturating_add(1);
-                let data = (slot.flags & SF_FIN == 0).then_some(DataRef {
-                    seq,
-                    msg_id: slot.msg_id,
-                    offset: slot.offset,
-                    len: slot.len,
-                    retransmit: true,
-                });
-                let kind = if data.is_some() {
-                    PacketType::Data
-                } else {
-                    PacketType::Fin
-                };
-                return Some(Transmit {
-                    path,
-                    len,
-                    data,
-                    kind,
-                });
+                return Some(slot_transmit(&slot, seq, path, len, true));
             }
             seq = seq.saturating_add(1);
         }
@@ -2641,9 +2639,16 @@ impl Conn {
     fn on_spurious_loss(&mut self, now_ns: u64, path: PathIdx) {
         self.stats.spurious_losses = self.stats.spurious_losses.saturating_add(1);
         self.paths.on_needless_loss(path);
+        self.widen(now_ns, path, false);
+    }
+
+    /// Widens `path`'s hedge wait if `hedge`, else its reorder window, after a needless
+    /// retransmission (see [`Widening::widen`]).
+    fn widen(&mut self, now_ns: u64, path: PathIdx, hedge: bool) {
         let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
         if let Some(r) = self.reorder.get_mut(path) {
-            r.rack.widen(now_ns, srtt);
+            let w = if hedge { &mut r.hedge } else { &mut r.rack };
+            w.widen(now_ns, srtt);
         }
     }
 
@@ -2668,10 +2673,7 @@ impl Conn {
                 let rtt = now_ns.saturating_sub(e.sent_ns);
                 self.paths
                     .on_ack_by_way_of(path, from.path, now_ns, 0, Some(rtt), false);
-                let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
-                if let Some(r) = self.reorder.get_mut(path) {
-                    r.hedge.widen(now_ns, srtt);
-                }
+                self.widen(now_ns, path, true);
             } else {
                 self.on_spurious_loss(now_ns, path);
             }
@@ -2716,16 +2718,17 @@ impl Conn {
                     }
                 } else if slot.tx_order < self.acked_order
                     && slot.flags & (SF_HEDGE_DUE | SF_HEDGED) == 0
-                    && self.paths.get(path).is_some_and(|p| p.srtt_ns().is_some())
                 {
-                    let due = slot.sent_ns.saturating_add(self.hedge_wait(path, now_ns));
-                    if now_ns >= due {
+                    let due = self
+                        .hedge_wait(path, now_ns)
+                        .map(|w| slot.sent_ns.saturating_add(w));
+                    if due.is_some_and(|d| now_ns >= d) {
                         if let Some(s) = self.send.get_mut(slot_of(seq)) {
                             s.flags |= SF_HEDGE_DUE;
                             self.hedge_due = self.hedge_due.saturating_add(1);
                         }
                     } else {
-                        self.rack_deadline = min_opt(self.rack_deadline, Some(due));
+                        self.rack_deadline = min_opt(self.rack_deadline, due);
                     }
                 }
             }
@@ -2735,19 +2738,20 @@ impl Conn {
 
     /// Returns how long after it was sent a packet on `path` that nothing later on that path
     /// has overtaken is overdue, once a packet sent after it on another path was
-    /// acknowledged: the path's srtt plus four times its variance, or plus its reorder window
-    /// if that is longer.
-    fn hedge_wait(&self, path: PathIdx, now_ns: u64) -> u64 {
-        let p = self.paths.get(path);
-        let srtt = p
-            .and_then(|p| p.srtt_ns())
-            .unwrap_or(self.cfg.path.initial_rtt_ns);
-        let var = p.and_then(|p| p.rttvar_ns()).unwrap_or(0);
-        let late = p.map_or(0, |p| p.recent_late_answer_ns());
+    /// acknowledged: the path's srtt plus four times its variance or plus its reorder window,
+    /// whichever is longer, at least 5/4 of its RTT peak of the last 125 to 250 ms, times the
+    /// multiple that needless hedges raised. `None` while the path has no RTT sample: nothing
+    /// says yet how late is late.
+    fn hedge_wait(&self, path: PathIdx, now_ns: u64) -> Option<u64> {
+        let p = self.paths.get(path)?;
+        let srtt = p.srtt_ns()?;
+        let var = p.rttvar_ns().unwrap_or(0);
         let mult = self.reorder.get(path).map_or(1, |r| r.hedge.get(now_ns));
-        srtt.saturating_add(var.saturating_mul(4).max(self.reorder_window(path, now_ns)))
-            .max(late)
-            .saturating_mul(mult)
+        Some(
+            srtt.saturating_add(var.saturating_mul(4).max(self.reorder_window(path, now_ns)))
+                .max(p.recent_late_answer_ns())
+                .saturating_mul(mult),
+        )
     }
 
     /// Remembers a RACK loss declaration, so that a D-SACK or a late ack can prove it needless.

@@ -394,12 +394,6 @@ struct RttEstimator {
 }
 
 impl RttEstimator {
-    /// Returns 5/4 of the largest RTT sample of the last one to two
-    /// [`RTT_SHORT_PEAK_WINDOW_NS`].
-    fn short_peak_timeout(&self) -> u64 {
-        self.short_peak.five_quarters()
-    }
-
     /// Returns 5/4 of the largest RTT sample of the last one to two [`RTT_PEAK_WINDOW_NS`],
     /// the floor of the probe timeout and of the RTO: a path whose answers came that late
     /// recently, because a host stalled or its packets queued for a CPU, is not dead when one
@@ -583,7 +577,7 @@ impl Path {
     /// Returns 5/4 of the largest RTT sample of the last 125 to 250 ms: how late an answer
     /// on this path may come without anything being wrong with it.
     pub fn recent_late_answer_ns(&self) -> u64 {
-        self.rtt.short_peak_timeout()
+        self.rtt.short_peak.five_quarters()
     }
 
     /// Returns the smallest RTT sample seen, if any.
