@@ -113,7 +113,7 @@
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
-use super::mrc_path::{PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
+use super::mrc_path::{HeldBack, PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
     HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS, MAX_SACK_BITS, MAX_SACK_BYTES,
@@ -502,6 +502,88 @@ impl OpenError {
             OpenError::AlreadyStarted => EISCONN,
             OpenError::NoPath | OpenError::Invalid => EINVAL,
         }
+    }
+}
+
+/// What held back the sender's new data, as [`Conn::send_times`] accounts it.
+///
+/// The sender is in one of these from the first time it looks for new data to send: the
+/// reason the last look stopped, or [`SendLimit::Sending`] when it found some.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum SendLimit {
+    /// No message queued: the application is the limit.
+    #[default]
+    App = 0,
+    /// The peer's receive window is full: the receiving application is the limit.
+    Rwnd,
+    /// The send ring is full: [`WINDOW`] packets between the oldest unacknowledged one and
+    /// the next.
+    Ring,
+    /// Every path that may carry data has a full congestion window.
+    Cwnd,
+    /// A path has window room but its pacing holds the packet back.
+    Pacing,
+    /// A path could send, but the packet waits for a path that delivers it sooner.
+    Sched,
+    /// No path may carry data (none Active).
+    NoPath,
+    /// New data was going out when the sender last looked: it stopped because the glue
+    /// sends a bounded number of packets per pass, so the CPU is the limit.
+    Sending,
+}
+
+/// Number of [`SendLimit`] values.
+pub const SEND_LIMITS: usize = 8;
+
+impl SendLimit {
+    /// Every value, in the order of [`SendTimes`].
+    pub const ALL: [SendLimit; SEND_LIMITS] = [
+        SendLimit::App,
+        SendLimit::Rwnd,
+        SendLimit::Ring,
+        SendLimit::Cwnd,
+        SendLimit::Pacing,
+        SendLimit::Sched,
+        SendLimit::NoPath,
+        SendLimit::Sending,
+    ];
+}
+
+/// Nanoseconds the sender spent in each [`SendLimit`], indexed by its value.
+pub type SendTimes = [u64; SEND_LIMITS];
+
+/// Where the sender's time goes (see [`SendLimit`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SendClock {
+    /// The current limit and since when; `None` before the sender first looked.
+    now: Option<(SendLimit, u64)>,
+    /// Time of the limits left before.
+    spent: SendTimes,
+}
+
+impl SendClock {
+    fn set(&mut self, now_ns: u64, limit: SendLimit) {
+        match self.now {
+            Some((l, _)) if l == limit => {}
+            Some((l, since)) => {
+                if let Some(t) = self.spent.get_mut(l as usize) {
+                    *t = t.saturating_add(now_ns.saturating_sub(since));
+                }
+                self.now = Some((limit, now_ns.max(since)));
+            }
+            None => self.now = Some((limit, now_ns)),
+        }
+    }
+
+    fn times(&self, now_ns: u64) -> SendTimes {
+        let mut t = self.spent;
+        if let Some((l, since)) = self.now {
+            if let Some(v) = t.get_mut(l as usize) {
+                *v = v.saturating_add(now_ns.saturating_sub(since));
+            }
+        }
+        t
     }
 }
 
@@ -926,6 +1008,7 @@ pub struct Conn {
     ev_head: usize,
     ev_len: usize,
     stats: ConnStats,
+    send_clock: SendClock,
 }
 
 /// Names every field of [`Conn`] in an exhaustive pattern, so that adding a field stops the
@@ -1015,6 +1098,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         ev_head: _,
         ev_len: _,
         stats: _,
+        send_clock: _,
     } = c;
 }
 
@@ -1157,6 +1241,7 @@ impl Conn {
             addr_of_mut!((*p).ev_head).write(0);
             addr_of_mut!((*p).ev_len).write(0);
             addr_of_mut!((*p).stats).write(ConnStats::default());
+            addr_of_mut!((*p).send_clock).write(SendClock::default());
             slot.assume_init_mut()
         }
     }
@@ -1287,6 +1372,12 @@ impl Conn {
     /// Returns the counters.
     pub fn stats(&self) -> &ConnStats {
         &self.stats
+    }
+
+    /// Nanoseconds the sender has spent in each [`SendLimit`] up to `now_ns`, from the first
+    /// time it looked for new data to send.
+    pub fn send_times(&self, now_ns: u64) -> SendTimes {
+        self.send_clock.times(now_ns)
     }
 
     /// Returns the endpoints the peer announced in its SYN or SYN_ACK.
@@ -2164,10 +2255,24 @@ impl Conn {
     }
 
     fn build_new_data(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
-        if self.msgq_len == 0 || self.ring_full() {
-            return None;
+        let r = self.try_new_data(now_ns, buf);
+        let limit = match r {
+            Ok(_) => SendLimit::Sending,
+            Err(l) => l,
+        };
+        self.send_clock.set(now_ns, limit);
+        r.ok()
+    }
+
+    /// [`Conn::build_new_data`], or what held the data back.
+    fn try_new_data(&mut self, now_ns: u64, buf: &mut [u8]) -> Result<Transmit, SendLimit> {
+        if self.msgq_len == 0 {
+            return Err(SendLimit::App);
         }
-        let msg_len = *self.msgq.get(self.msgq_head)?;
+        if self.ring_full() {
+            return Err(SendLimit::Ring);
+        }
+        let msg_len = *self.msgq.get(self.msgq_head).ok_or(SendLimit::App)?;
         let remaining = msg_len.saturating_sub(self.head_offset);
         let len = remaining.min(self.cfg.max_payload());
         let in_window = self.snd_new_bytes.saturating_add(u64::from(len)) <= self.peer_edge;
@@ -2179,7 +2284,7 @@ impl Conn {
                 self.persist = true;
                 self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
             }
-            return None;
+            return Err(SendLimit::Rwnd);
         }
         // A window probe goes out alone whatever the backlog.
         let backlog = if probe {
@@ -2187,9 +2292,16 @@ impl Conn {
         } else {
             self.sendable_bytes()
         };
+        let bytes = wire_len(len);
         let path = self
             .paths
-            .pick_path_backlog(now_ns, wire_len(len), backlog)?;
+            .pick_path_backlog(now_ns, bytes, backlog)
+            .ok_or_else(|| match self.paths.held_back(now_ns, bytes) {
+                HeldBack::NoPath => SendLimit::NoPath,
+                HeldBack::Window => SendLimit::Cwnd,
+                HeldBack::Pacing => SendLimit::Pacing,
+                HeldBack::Waiting => SendLimit::Sched,
+            })?;
         if probe {
             self.persist_probe = false;
             self.stats.window_probes = self.stats.window_probes.saturating_add(1);
@@ -2205,7 +2317,7 @@ impl Conn {
         if probe {
             self.wprobe_seq = Some(seq);
         }
-        let slot = self.send.get_mut(slot_of(seq))?;
+        let slot = self.send.get_mut(slot_of(seq)).ok_or(SendLimit::Ring)?;
         *slot = SendSlot {
             msg_id: self.msgq_head_id,
             offset: self.head_offset,
@@ -2226,6 +2338,7 @@ impl Conn {
             self.head_offset = self.head_offset.saturating_add(len);
         }
         self.emit_slot(now_ns, seq, path, false, buf)
+            .ok_or(SendLimit::App)
     }
 
     fn build_fin(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {

@@ -204,6 +204,19 @@ const RATE_SHIFT: u32 = 20;
 /// Index of a path in a [`PathTable`], below [`MAX_PATHS`].
 pub type PathIdx = usize;
 
+/// Why no path may take a packet of new data now (see [`PathTable::held_back`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeldBack {
+    /// No path may carry data.
+    NoPath,
+    /// Every path that may carry data has a full congestion window.
+    Window,
+    /// A path has window room, but its pacing holds the packet back.
+    Pacing,
+    /// A path could send, but the packet waits for one that delivers it sooner.
+    Waiting,
+}
+
 /// Health of a path as seen by the failure detector.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PathState {
@@ -1561,10 +1574,7 @@ impl PathTable {
     /// that is Active but whose window is full makes the packet wait instead of spilling
     /// onto a backup.
     pub fn pick_path_backlog(&self, now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
-        let any_primary = self
-            .iter()
-            .any(|(_, p)| p.state == PathState::Active && !p.backup);
-        let eligible = |p: &Path| p.state == PathState::Active && p.backup != any_primary;
+        let eligible = self.data_paths();
         let (cand, due) = self
             .iter()
             .filter(|(_, p)| eligible(p) && p.can_send(now_ns, bytes))
@@ -1577,6 +1587,33 @@ impl PathTable {
             Some(t) if t < due => None,
             _ => Some(cand),
         }
+    }
+
+    /// Which paths new data may use: the Active non-backup ones, or while there are none the
+    /// Active backup ones.
+    fn data_paths(&self) -> impl Fn(&Path) -> bool {
+        let any_primary = self
+            .iter()
+            .any(|(_, p)| p.state == PathState::Active && !p.backup);
+        move |p: &Path| p.state == PathState::Active && p.backup != any_primary
+    }
+
+    /// Why [`PathTable::pick_path_backlog`] found no path for a packet of `bytes` at
+    /// `now_ns`.
+    pub fn held_back(&self, now_ns: u64, bytes: u32) -> HeldBack {
+        let eligible = self.data_paths();
+        let mut why = HeldBack::NoPath;
+        for (_, p) in self.iter().filter(|(_, p)| eligible(p)) {
+            if p.can_send(now_ns, bytes) {
+                return HeldBack::Waiting;
+            }
+            if p.has_room(bytes) {
+                why = HeldBack::Pacing;
+            } else if why == HeldBack::NoPath {
+                why = HeldBack::Window;
+            }
+        }
+        why
     }
 
     /// Chooses the path for retransmitting a packet of `bytes` lost on `exclude`.

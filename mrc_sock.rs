@@ -44,7 +44,9 @@ use core::mem::MaybeUninit;
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
-use crate::mrc_conn::{self, Conn, ConnConfig, Event, Input, State, Transmit, MSG_QUEUE, WINDOW};
+use crate::mrc_conn::{
+    self, Conn, ConnConfig, ConnStats, Event, Input, SendLimit, State, Transmit, MSG_QUEUE, WINDOW,
+};
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
@@ -1709,6 +1711,14 @@ pub(crate) fn fill_conn(
         if let Some(e) = s.conn.error() {
             m.put_u32(nl::MRC_A_CONN_ERROR, e.errno() as u32)?;
         }
+        put_counters(m, s.conn.stats())?;
+        let times = s.conn.send_times(now);
+        m.nest(nl::MRC_A_CONN_SEND_TIME, |m| {
+            for (l, t) in SendLimit::ALL.iter().zip(times) {
+                m.put_uint(send_time_attr(*l), t)?;
+            }
+            Ok(())
+        })?;
     }
     for (n, (idx, p)) in s.conn.paths().iter().enumerate().skip(from) {
         let Some(addr) = s.paths.get(idx).copied().flatten() else {
@@ -1759,6 +1769,46 @@ pub(crate) fn fill_conn(
         }
     }
     Ok(None)
+}
+
+/// The `conn-counters` nest of a connection.
+fn put_counters(m: &mut GenlMsg, c: &ConnStats) -> Result {
+    m.nest(nl::MRC_A_CONN_COUNTERS, |m| {
+        for (attr, v) in [
+            (nl::MRC_A_CONN_COUNTERS_DATA_SENT, c.data_sent),
+            (nl::MRC_A_CONN_COUNTERS_RETRANSMITS, c.retransmits),
+            (nl::MRC_A_CONN_COUNTERS_RACK_LOSSES, c.rack_losses),
+            (nl::MRC_A_CONN_COUNTERS_SPURIOUS_LOSSES, c.spurious_losses),
+            (nl::MRC_A_CONN_COUNTERS_RTO_LOSSES, c.rto_losses),
+            (nl::MRC_A_CONN_COUNTERS_PATH_LOSSES, c.path_losses),
+            (nl::MRC_A_CONN_COUNTERS_RTOS, c.rtos),
+            (nl::MRC_A_CONN_COUNTERS_HEDGES, c.hedges),
+            (nl::MRC_A_CONN_COUNTERS_SPURIOUS_HEDGES, c.spurious_hedges),
+            (nl::MRC_A_CONN_COUNTERS_WINDOW_PROBES, c.window_probes),
+            (nl::MRC_A_CONN_COUNTERS_DATA_RECEIVED, c.data_received),
+            (nl::MRC_A_CONN_COUNTERS_DUPLICATES, c.duplicates),
+            (nl::MRC_A_CONN_COUNTERS_RCV_DROPPED, c.rcv_dropped),
+            (nl::MRC_A_CONN_COUNTERS_ACKS_SENT, c.acks_sent),
+            (nl::MRC_A_CONN_COUNTERS_ACKS_RECEIVED, c.acks_received),
+        ] {
+            m.put_uint(attr, v)?;
+        }
+        Ok(())
+    })
+}
+
+/// The `send-time` attribute of `limit`.
+fn send_time_attr(limit: SendLimit) -> u32 {
+    match limit {
+        SendLimit::App => nl::MRC_A_SEND_TIME_APP,
+        SendLimit::Rwnd => nl::MRC_A_SEND_TIME_RWND,
+        SendLimit::Ring => nl::MRC_A_SEND_TIME_RING,
+        SendLimit::Cwnd => nl::MRC_A_SEND_TIME_CWND,
+        SendLimit::Pacing => nl::MRC_A_SEND_TIME_PACING,
+        SendLimit::Sched => nl::MRC_A_SEND_TIME_SCHED,
+        SendLimit::NoPath => nl::MRC_A_SEND_TIME_NO_PATH,
+        SendLimit::Sending => nl::MRC_A_SEND_TIME_SENDING,
+    }
 }
 
 // --- Socket options -----------------------------------------------------------------

@@ -530,6 +530,48 @@ def paths_table(results):
             "|---|---|---|---|---|"] + rows
 
 
+SEND_LIMITS = ("app", "rwnd", "ring", "cwnd", "pacing", "sched", "no_path", "sending")
+
+
+def sender_limits(run):
+    """Share of MRC's sender time in each limit (send_time_ns of `mrc-status
+    show` mid-transfer, first repetition, summed over the client's
+    connections), or None if not reported."""
+    show = (run.get("snapshot") or {}).get("mrc_show")
+    if not isinstance(show, dict):
+        return None
+    tot = {k: 0 for k in SEND_LIMITS}
+    for c in show.get("connections") or []:
+        for k, v in (c.get("send_time_ns") or {}).items():
+            if k in tot and isinstance(v, (int, float)):
+                tot[k] += v
+    all_ns = sum(tot.values())
+    if all_ns <= 0:
+        return None
+    return {k: v / all_ns for k, v in tot.items()}
+
+
+def limits_table(results):
+    rows = []
+    for sc in results.get("scenarios") or []:
+        tr = (sc.get("transports") or {}).get("mrc")
+        if not tr:
+            continue
+        shares = [sender_limits(r) for r in tr.get("runs") or []]
+        shares = [x for x in shares if x]
+        busy = [(r.get("cpu") or {}).get("busy_share") for r in tr.get("runs") or []]
+        busy = [b for b in busy if isinstance(b, (int, float))]
+        if not shares and not busy:
+            continue
+        cells = ["%.0f %%" % (shares[0][k] * 100) if shares else "?" for k in SEND_LIMITS]
+        cells.append("%.0f %%" % (median(busy) * 100) if busy else "?")
+        rows.append("| %s | %s |" % (sc.get("id"), " | ".join(cells)))
+    if not rows:
+        return []
+    return ["| Scenario | " + " | ".join(SEND_LIMITS) + " | VM CPU busy |",
+            "|---|" + "---|" * (len(SEND_LIMITS) + 1)] + rows
+
+
 # --- Path scaling ------------------------------------------------------------------
 
 
@@ -716,6 +758,15 @@ def markdown(results, plots):
                   "MPTCP: subflows of each run (1 + the MP_JOINs that completed, client's MIB counters). "
                   "SCTP: peer addresses of the association and MRC: paths of the connection, both seen "
                   "mid-transfer in the first repetition. `?`: not reported.", ""] + pt
+    lt = limits_table(results)
+    if lt:
+        lines += ["", "### What held MRC's sender back", "",
+                  "Share of the sender's time in each limit, from `send_time_ns` of `mrc-status show` "
+                  "mid-transfer (first repetition, the client's connections summed): *app* nothing queued, "
+                  "*rwnd* the peer's receive window, *ring* the send ring, *cwnd* every path's congestion "
+                  "window, *pacing*, *sched* waiting for a path that delivers sooner, *no_path*, *sending* "
+                  "data going out (the CPU is the limit). *VM CPU busy*: median share of both vCPUs busy "
+                  "(`/proc/stat`) from the client's launch to its exit.", ""] + lt
     fl = failures(results)
     lines += ["", "### Failed runs", ""] + (fl or ["None."])
     if plots:
@@ -1024,6 +1075,12 @@ def self_test():
     check("nstat value", nstat_value(nst, "MPTcpExtMPJoinSynAckRx"), 6)
     check("MPTCP subflows per connection", paths_used(
         {"transport": "mptcp", "ok": True, "meta": {"conns": 2}, "counters": {"nstat_client": nst}}), 4.0)
+    lim = sender_limits({"snapshot": {"mrc_show": {"connections": [
+        {"send_time_ns": {"app": 1, "cwnd": 2, "unknown_9": 50}},
+        {"send_time_ns": {"cwnd": 4, "sending": 1}}]}}})
+    check("sender limits: cwnd share", lim["cwnd"], 6 / 8)
+    check("sender limits: app share", lim["app"], 1 / 8)
+    check("sender limits: none without a snapshot", sender_limits({"snapshot": {}}), None)
     check("SCTP peer addresses", paths_used({"transport": "sctp", "snapshot": {"sctp_remaddr":
           "ADDR ASSOC_ID HB_ACT RTO\n10.80.1.2 0 1 1000\n10.80.2.2 0 1 1000\n"}}), 2)
     check("SCTP without /proc file", paths_used({"transport": "sctp", "snapshot": {"sctp_remaddr":

@@ -239,6 +239,36 @@ for field in ("bytes_sent", "bytes_acked"):
     out(f"{field} all", grew(field, "10.79."))
     for plane in ("10.79.1.", "10.79.2."):
         out(f"{field} {plane}", grew(field, plane, each=False))
+def sender_time():
+    """Whether the sender's time accounts for the second between the two
+    dumps, and went mostly to waiting for the application (it sends 16 KiB
+    every 200 ms)."""
+    one, two = ({c["session_id"]: c for c in conns(n)} for n in ("y1", "y2"))
+    bad = []
+    for sid, c2 in sorted(two.items()):
+        t1, t2 = (sum((c.get("send_time_ns") or {}).values()) for c in (one.get(sid, {}), c2))
+        app = (c2.get("send_time_ns") or {}).get("app", 0)
+        if not (t2 - t1 >= 1e9 and app * 2 > t2):
+            bad.append(f"{sid}:{t1}->{t2},app={app}")
+    return " ".join(bad) if bad or not two else "accounted"
+out("send_time", sender_time())
+def counted():
+    """Whether each connection's packet counters grew: DATA sent by y,
+    received and acknowledged by x, ACKs received by y."""
+    bad = []
+    for side, keys in (("y", ("data_sent", "acks_received")), ("x", ("data_received", "acks_sent"))):
+        now = {c["session_id"]: c.get("counters") or {} for c in conns("y2" if side == "y" else "x")}
+        was = {c["session_id"]: c.get("counters") or {} for c in conns("y1")}
+        for sid, k in sorted(now.items()):
+            for key in keys:
+                # x was dumped after y2, so its counters are compared with y1's of the
+                # other direction: what x received must exceed what y had sent a second before.
+                before = was.get(sid, {}).get("data_sent" if key == "data_received" else
+                                              "acks_received" if key == "acks_sent" else key, 0)
+                if k.get(key, 0) <= before:
+                    bad.append(f"{side}:{sid}:{key}={k.get(key)}<={before}")
+    return " ".join(bad) or "grew"
+out("counters", counted())
 out("c conns", len(conns("c-conns")))
 s = load("c-stats")
 out("c stats", f"{s['conns']} {s['rx_packets']}")
@@ -271,6 +301,10 @@ for field in bytes_sent bytes_acked; do
 		mrc_check "y: $field of paths from ${plane}2 grew" grew "$(got "$field $plane")"
 	done
 done
+
+# The sender's time is accounted limit by limit, and its counters move.
+mrc_check "y: send_time_ns covers the second between dumps, mostly app-limited" accounted "$(got send_time)"
+mrc_check "conn counters: y's data_sent and acks_received, x's data_received and acks_sent grew" grew "$(got counters)"
 
 # On a failure above, the paths of the connection that failed it.
 [ -s "$tmp/why" ] && sed 's/^/# /' "$tmp/why"

@@ -9,7 +9,7 @@ use std::mem::MaybeUninit;
 use mrc_core::mrc_cc::CcKind;
 use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
-    SendError, State, Transmit, MIN_TX_BUF, WINDOW,
+    SendError, SendLimit, State, Transmit, MIN_TX_BUF, WINDOW,
 };
 use mrc_core::mrc_path::{PathConfig, PathIds, PathState};
 use mrc_core::mrc_proto::{
@@ -2124,4 +2124,55 @@ fn heartbeat_changes_on_a_running_connection() {
     assert_eq!(client.paths().config().heartbeat_busy_ns, 25 * MS);
     client.set_heartbeat_busy_ns(0);
     assert_eq!(client.paths().config().heartbeat_busy_ns, 1);
+}
+
+/// The sender's time is split by what held it back: the application, the congestion window,
+/// the peer's receive window; `send_times` counts the current limit up to the time asked.
+#[test]
+fn sender_time_is_accounted_per_limit() {
+    let unpaced = ConnConfig {
+        path: PathConfig {
+            pacing: false,
+            ..PathConfig::default()
+        },
+        ..ConnConfig::default()
+    };
+    let small = ConnConfig {
+        rcvbuf: 20_000,
+        max_msg: 4000,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(unpaced, small);
+    let at = |c: &Conn, now: u64, l: SendLimit| c.send_times(now)[l as usize];
+    // The client first looked for data when it sent the handshake's last ACK at 20 us.
+    assert_eq!(at(&client, MS, SendLimit::App), MS - 20 * US);
+    assert_eq!(client.send_times(MS).iter().sum::<u64>(), MS - 20 * US);
+
+    // Four messages fill the initial window of 10 packets: the window holds the rest back.
+    for _ in 0..20 {
+        client.send_message(4000).unwrap();
+    }
+    let data = drain(&mut client, MS);
+    assert_eq!(data.len(), 10);
+    assert_eq!(at(&client, 3 * MS, SendLimit::Cwnd), 2 * MS);
+    assert_eq!(at(&client, 3 * MS, SendLimit::App), MS - 20 * US);
+
+    // The server's application reads nothing: once its 20000 bytes are acknowledged the
+    // peer's window, not the congestion window, holds the sender back.
+    feed_all(&mut server, 3 * MS, &data);
+    let acks = drain(&mut server, 3 * MS);
+    feed_all(&mut client, 4 * MS, &acks);
+    drain(&mut client, 4 * MS);
+    feed_all(&mut server, 5 * MS, &drain(&mut client, 5 * MS));
+    server.on_timeout(6 * MS);
+    feed_all(&mut client, 6 * MS, &drain(&mut server, 6 * MS));
+    drain(&mut client, 6 * MS);
+    assert!(client.peer_rwnd() < 4000, "{}", client.peer_rwnd());
+    let before = at(&client, 6 * MS, SendLimit::Rwnd);
+    assert_eq!(at(&client, 9 * MS, SendLimit::Rwnd), before + 3 * MS);
+    // Every nanosecond since the first look is in exactly one limit.
+    assert_eq!(
+        client.send_times(9 * MS).iter().sum::<u64>(),
+        9 * MS - 20 * US
+    );
 }

@@ -200,6 +200,34 @@ pub fn show(dump: &ConnDump) -> String {
         if let Some(cc) = &c.cc {
             let _ = writeln!(out, "  cc: {cc}");
         }
+        let limits = c.send_limits();
+        if !limits.is_empty() {
+            let l: Vec<String> = limits
+                .iter()
+                .map(|(k, pct)| format!("{k} {pct:.1}%"))
+                .collect();
+            let _ = writeln!(out, "  sender held back by: {}", l.join(", "));
+        }
+        if let Some(k) = &c.counters {
+            let get = |n: &str| k.get(n).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "  retransmits: {} (lost: {} rack, {} rto, {} path; {} rack spurious), {} rtos",
+                get("retransmits"),
+                get("rack_losses"),
+                get("rto_losses"),
+                get("path_losses"),
+                get("spurious_losses"),
+                get("rtos"),
+            );
+            let _ = writeln!(
+                out,
+                "  hedges: {} ({} spurious); duplicates received: {}",
+                get("hedges"),
+                get("spurious_hedges"),
+                get("duplicates"),
+            );
+        }
         if let Some(k) = c.cookie {
             let _ = writeln!(out, "  cookie: {k}");
         }
@@ -481,7 +509,9 @@ fn endpoint_line(e: &Endpoint) -> String {
 mod tests {
     use super::*;
     use crate::attr::{AttrWriter, Attrs};
-    use crate::spec::{self, conn, conn_state, drops, path, path_state, stats};
+    use crate::spec::{
+        self, conn, conn_counters, conn_state, drops, path, path_state, send_time, stats,
+    };
 
     /// Encodes a value with the width the spec gives the attribute, so that
     /// a disagreement between spec types and the decoder fails these tests.
@@ -562,6 +592,34 @@ mod tests {
                 .addr(conn::LOCAL_ADDR, "10.0.0.1".parse().unwrap())
                 .addr(conn::REMOTE_ADDR, "10.0.0.2".parse().unwrap())
                 .string(conn::CC, "delay");
+            let mut k = AttrWriter::new();
+            for (a, v) in [
+                (conn_counters::DATA_SENT, 1_200_000),
+                (conn_counters::RETRANSMITS, 40),
+                (conn_counters::RACK_LOSSES, 30),
+                (conn_counters::SPURIOUS_LOSSES, 2),
+                (conn_counters::RTO_LOSSES, 9),
+                (conn_counters::PATH_LOSSES, 1),
+                (conn_counters::RTOS, 3),
+                (conn_counters::HEDGES, 7),
+                (conn_counters::SPURIOUS_HEDGES, 5),
+                (conn_counters::DUPLICATES, 6),
+            ] {
+                k = put(k, conn_counters::ATTRS, a, v);
+            }
+            w = w.nest(conn::COUNTERS, k);
+            let mut t = AttrWriter::new();
+            for (a, v) in [
+                (send_time::APP, 2_000_000_000),
+                (send_time::CWND, 6_000_000_000),
+                (send_time::PACING, 0),
+                (send_time::SENDING, 2_000_000_000),
+                // A limit a newer kernel reports.
+                (99, 0),
+            ] {
+                t = t.uint(a, v);
+            }
+            w = w.nest(conn::SEND_TIME, t);
         }
         for p in paths {
             w = w.nest(conn::PATH, p);
@@ -637,6 +695,9 @@ connection 0123456789abcdef
   paths: 1 of 3 active, best srtt 85us
   transfer: 1.50 GiB sent, 2.00 MiB received
   cc: delay
+  sender held back by: cwnd 60.0%, app 20.0%, sending 20.0%
+  retransmits: 40 (lost: 30 rack, 9 rto, 1 path; 2 rack spurious), 3 rtos
+  hedges: 7 (5 spurious); duplicates received: 6
   cookie: 4242
 
   PATH  STATE    FOR    LOCAL          REMOTE         DEV  EV     SRTT    MIN_RTT  CWND       INFLIGHT   SENT      ACKED     LOST  RETRANS
@@ -676,6 +737,7 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
             [
                 "cc",
                 "cookie",
+                "counters",
                 "error",
                 "local_addr",
                 "local_port",
@@ -683,12 +745,16 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
                 "remote_addr",
                 "remote_port",
                 "rx_bytes",
+                "send_time_ns",
                 "session_id",
                 "state",
                 "time_in_state_ns",
                 "tx_bytes"
             ]
         );
+        assert_eq!(c["counters"]["spurious_hedges"], 5);
+        assert_eq!(c["send_time_ns"]["cwnd"], 6_000_000_000u64);
+        assert_eq!(c["send_time_ns"]["unknown_99"], 0);
         assert_eq!(c["session_id"], "0123456789abcdef");
         assert_eq!(c["remote_addr"], "10.0.0.2");
         assert_eq!(c["error"], serde_json::Value::Null);

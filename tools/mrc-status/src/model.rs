@@ -5,10 +5,11 @@
 //! interface, documented in README.md and pinned by the tests of
 //! `format.rs`. Attributes the kernel did not send are `None` (JSON `null`).
 
+use crate::attr::AttrTable;
 use crate::attr::Attrs;
 use crate::spec::{
-    conn, conn_state, drops, endpoint, endpoint_flags, event, output_name, params, path,
-    path_state, path_state_reason, stats,
+    conn, conn_counters, conn_state, drops, endpoint, endpoint_flags, event, output_name, params,
+    path, path_state, path_state_reason, send_time, stats,
 };
 use netlink_packet_core::DecodeError;
 use serde::{Serialize, Serializer};
@@ -65,19 +66,32 @@ pub struct Stats {
     pub drops: BTreeMap<String, u64>,
 }
 
+/// The counters of nest `kind` (set `set`) by attribute name, dashes made
+/// underscores; an attribute this program does not know is named
+/// `unknown_N`. `None` without the nest.
+fn counter_map(
+    a: &Attrs<'_>,
+    kind: u16,
+    set: AttrTable,
+) -> Result<Option<BTreeMap<String, u64>>, DecodeError> {
+    let Some(n) = a.nest(kind, set)? else {
+        return Ok(None);
+    };
+    let mut map = BTreeMap::new();
+    for (k, _) in n.iter() {
+        let name = match set.iter().find(|(_, v, _)| *v == k) {
+            Some((name, _, _)) => name.replace('-', "_"),
+            None => format!("unknown_{k}"),
+        };
+        map.insert(name, n.uint(k)?.unwrap_or(0));
+    }
+    Ok(Some(map))
+}
+
 impl Stats {
     /// Decodes a `stats` attribute set.
     pub fn parse(a: &Attrs<'_>) -> Result<Self, DecodeError> {
-        let mut drops_map = BTreeMap::new();
-        if let Some(d) = a.nest(stats::DROPS, drops::ATTRS)? {
-            for (kind, _) in d.iter() {
-                let name = match drops::ATTRS.iter().find(|(_, v, _)| *v == kind) {
-                    Some((n, _, _)) => n.replace('-', "_"),
-                    None => format!("unknown_{kind}"),
-                };
-                drops_map.insert(name, d.uint(kind)?.unwrap_or(0));
-            }
-        }
+        let drops_map = counter_map(a, stats::DROPS, drops::ATTRS)?.unwrap_or_default();
         Ok(Stats {
             rx_packets: a.uint(stats::RX_PACKETS)?,
             rx_bytes: a.uint(stats::RX_BYTES)?,
@@ -184,6 +198,10 @@ pub struct Conn {
     pub rx_bytes: Option<u64>,
     /// Positive errno the connection failed with.
     pub error: Option<u32>,
+    /// The connection's counters by name (`retransmits`, `hedges`…).
+    pub counters: Option<BTreeMap<String, u64>>,
+    /// Nanoseconds the sender was held back by each limit (`app`, `cwnd`…).
+    pub send_time_ns: Option<BTreeMap<String, u64>>,
     pub paths: Vec<Path>,
 }
 
@@ -205,6 +223,8 @@ impl Conn {
             tx_bytes: a.uint(conn::TX_BYTES)?,
             rx_bytes: a.uint(conn::RX_BYTES)?,
             error: a.u32(conn::ERROR)?,
+            counters: counter_map(a, conn::COUNTERS, conn_counters::ATTRS)?,
+            send_time_ns: counter_map(a, conn::SEND_TIME, send_time::ATTRS)?,
             paths: a
                 .nests(conn::PATH, path::ATTRS)?
                 .iter()
@@ -216,6 +236,25 @@ impl Conn {
     /// Returns the number of paths in the active state.
     pub fn active_paths(&self) -> usize {
         self.paths.iter().filter(|p| p.state == "active").count()
+    }
+
+    /// The limits that held the sender back, with their share of its time
+    /// in percent, largest first; limits it never met are left out.
+    pub fn send_limits(&self) -> Vec<(String, f64)> {
+        let Some(t) = &self.send_time_ns else {
+            return Vec::new();
+        };
+        let total = t.values().fold(0u64, |s, v| s.saturating_add(*v));
+        if total == 0 {
+            return Vec::new();
+        }
+        let mut v: Vec<(String, f64)> = t
+            .iter()
+            .filter(|(_, ns)| **ns > 0)
+            .map(|(k, ns)| (k.clone(), *ns as f64 * 100.0 / total as f64))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        v
     }
 
     /// Returns the smallest smoothed RTT over the active paths.

@@ -216,6 +216,42 @@ attr_set!(
 );
 
 attr_set!(
+    /// Attribute set `conn-counters`.
+    conn_counters = "conn-counters" {
+        DATA_SENT = 1, "data-sent", "uint";
+        RETRANSMITS = 2, "retransmits", "uint";
+        RACK_LOSSES = 3, "rack-losses", "uint";
+        SPURIOUS_LOSSES = 4, "spurious-losses", "uint";
+        RTO_LOSSES = 5, "rto-losses", "uint";
+        PATH_LOSSES = 6, "path-losses", "uint";
+        RTOS = 7, "rtos", "uint";
+        HEDGES = 8, "hedges", "uint";
+        SPURIOUS_HEDGES = 9, "spurious-hedges", "uint";
+        WINDOW_PROBES = 10, "window-probes", "uint";
+        DATA_RECEIVED = 11, "data-received", "uint";
+        DUPLICATES = 12, "duplicates", "uint";
+        RCV_DROPPED = 13, "rcv-dropped", "uint";
+        ACKS_SENT = 14, "acks-sent", "uint";
+        ACKS_RECEIVED = 15, "acks-received", "uint";
+    }
+);
+
+attr_set!(
+    /// Attribute set `send-time`: nanoseconds the sender spent held back by
+    /// each limit.
+    send_time = "send-time" {
+        APP = 1, "app", "uint";
+        RWND = 2, "rwnd", "uint";
+        RING = 3, "ring", "uint";
+        CWND = 4, "cwnd", "uint";
+        PACING = 5, "pacing", "uint";
+        SCHED = 6, "sched", "uint";
+        NO_PATH = 7, "no-path", "uint";
+        SENDING = 8, "sending", "uint";
+    }
+);
+
+attr_set!(
     /// Attribute set `conn`.
     conn = "conn" {
         GENERATION = 1, "generation", "u32";
@@ -232,6 +268,8 @@ attr_set!(
         RX_BYTES = 12, "rx-bytes", "uint";
         ERROR = 13, "error", "u32";
         PATH = 14, "path", "nest";
+        COUNTERS = 15, "counters", "nest";
+        SEND_TIME = 16, "send-time", "nest";
     }
 );
 
@@ -284,6 +322,8 @@ pub const ATTR_SETS: &[(&str, crate::attr::AttrTable)] = &[
     (drops::SPEC_NAME, drops::ATTRS),
     (stats::SPEC_NAME, stats::ATTRS),
     (path::SPEC_NAME, path::ATTRS),
+    (conn_counters::SPEC_NAME, conn_counters::ATTRS),
+    (send_time::SPEC_NAME, send_time::ATTRS),
     (conn::SPEC_NAME, conn::ATTRS),
     (endpoint::SPEC_NAME, endpoint::ATTRS),
     (params::SPEC_NAME, params::ATTRS),
