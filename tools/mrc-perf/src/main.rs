@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand};
 use error::Error;
 use hello::Mode;
 use pattern::SizeSpec;
-use run::{ClientConn, Limit, ServerConn};
+use run::{ClientConn, Limit, ServerConn, StartGate};
 use serde::Serialize;
 use sock::{Endpoint, Proto, Socket};
 use stats::{ClientReport, ConnInfo, ConnReport};
@@ -346,10 +346,9 @@ fn client(a: ClientArgs) -> ExitCode {
         }
     }
 
-    let start = Instant::now();
     let limit = match (a.bytes, a.duration) {
         (Some(b), _) => Limit::Bytes(b),
-        (None, d) => Limit::Until(start + d.unwrap_or(Duration::from_secs(10))),
+        (None, d) => Limit::For(d.unwrap_or(Duration::from_secs(10))),
     };
     let conns: Vec<ClientConn> = (0..a.parallel)
         .map(|i| ClientConn {
@@ -363,12 +362,15 @@ fn client(a: ClientArgs) -> ExitCode {
             timeout: c.timeout,
         })
         .collect();
+    let gate = StartGate::new(conns.len());
     let results: Vec<(ConnReport, Vec<u64>)> = thread::scope(|s| {
+        let gate = &gate;
         let handles: Vec<_> = conns
             .iter()
             .zip(socks)
-            .map(|(cc, sock)| s.spawn(move || cc.run(sock, start)))
+            .map(|(cc, sock)| s.spawn(move || cc.run(sock, gate)))
             .collect();
+        gate.open();
         handles
             .into_iter()
             .zip(&conns)

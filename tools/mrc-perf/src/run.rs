@@ -6,6 +6,7 @@ use crate::hello::{Hello, Mode};
 use crate::pattern::{fill, verify, SizeSeq, SizeSpec, MAX_MSG};
 use crate::sock::{MsgReader, Proto, Socket};
 use crate::stats::{ConnInfo, ConnReport, Progress};
+use std::sync::{Barrier, OnceLock};
 use std::time::{Duration, Instant};
 
 /// When a client connection stops sending.
@@ -14,8 +15,41 @@ pub enum Limit {
     /// After at least this many bytes (whole messages: the last one may
     /// overshoot).
     Bytes(u64),
-    /// At this time.
-    Until(Instant),
+    /// For this long from the start (see [`StartGate`]).
+    For(Duration),
+}
+
+/// Starts every connection of a client at once. Each connection's thread waits at the gate
+/// until the thread that spawned them all opens it, so a connection whose thread was
+/// spawned last (on a busy host, seconds later) does not start late, and the start is taken
+/// when every connection can send.
+pub struct StartGate {
+    barrier: Barrier,
+    at: OnceLock<Instant>,
+}
+
+impl StartGate {
+    /// A gate for `conns` connection threads.
+    pub fn new(conns: usize) -> Self {
+        StartGate {
+            barrier: Barrier::new(conns.saturating_add(1)),
+            at: OnceLock::new(),
+        }
+    }
+
+    /// Takes the start time and lets every connection go; returns the start.
+    pub fn open(&self) -> Instant {
+        let at = *self.at.get_or_init(Instant::now);
+        self.barrier.wait();
+        at
+    }
+
+    /// Waits until the gate opens; returns the start.
+    pub fn wait(&self) -> Instant {
+        self.barrier.wait();
+        // `open` sets the time before it reaches the barrier.
+        self.at.get().copied().unwrap_or_else(Instant::now)
+    }
 }
 
 /// Parameters of a client connection.
@@ -56,16 +90,17 @@ impl ClientConn {
 
     /// Sends the messages on `sock`, then shuts down writing and waits for
     /// the server to close. Returns the report and the round trips (ns).
-    pub fn run(&self, sock: Socket, start: Instant) -> (ConnReport, Vec<u64>) {
+    pub fn run(&self, sock: Socket, gate: &StartGate) -> (ConnReport, Vec<u64>) {
+        let start = gate.wait();
         let mut p = Progress::new(start, self.interval);
-        let r = self.transfer(&sock, &mut p);
+        let r = self.transfer(&sock, &mut p, start);
         let end = Instant::now();
         drop(sock);
         let report = ConnReport::new(&self.info(), &mut p, end, r);
         (report, p.rtts)
     }
 
-    fn transfer(&self, sock: &Socket, p: &mut Progress) -> Result<()> {
+    fn transfer(&self, sock: &Socket, p: &mut Progress, start: Instant) -> Result<()> {
         if let Some(t) = self.timeout {
             sock.set_timeout(t)?;
         }
@@ -77,6 +112,7 @@ impl ClientConn {
         let hello = self.hello();
         sock.send_msg(&hello.encode())
             .map_err(|e| e.context("hello"))?;
+        p.hello_at = Some(Instant::now());
         let seed = hello.conn_seed();
         let mut sizes = SizeSeq::new(self.size, seed);
         let mut buf = vec![0u8; MAX_MSG];
@@ -84,7 +120,7 @@ impl ClientConn {
         loop {
             let done = match self.limit {
                 Limit::Bytes(b) => p.bytes >= b,
-                Limit::Until(t) => Instant::now() >= t,
+                Limit::For(d) => Instant::now() >= start + d,
             };
             if done {
                 break;

@@ -155,6 +155,8 @@ pub struct Progress {
     /// Messages that failed verification, and the first failure.
     pub bad_msgs: u64,
     pub first_bad: Option<String>,
+    /// When the client's hello went out.
+    pub hello_at: Option<Instant>,
 }
 
 impl Progress {
@@ -167,6 +169,7 @@ impl Progress {
             rtts: Vec::new(),
             bad_msgs: 0,
             first_bad: None,
+            hello_at: None,
         }
     }
 
@@ -227,6 +230,10 @@ pub struct ConnReport {
     pub msg_size: String,
     /// Messages with a wrong length or content (server).
     pub bad_msgs: u64,
+    /// Microseconds from the start until the hello was sent (client; null
+    /// if it was not): a connection whose thread got no CPU for a while
+    /// starts late.
+    pub hello_us: Option<u64>,
     #[serde(flatten)]
     pub latency: Option<LatencyFields>,
 }
@@ -295,6 +302,9 @@ impl ConnReport {
             seed: info.seed,
             msg_size: info.msg_size.clone(),
             bad_msgs: p.bad_msgs,
+            hello_us: p
+                .hello_at
+                .map(|t| t.saturating_duration_since(p.timeline.start()).as_micros() as u64),
             latency,
         }
     }

@@ -108,6 +108,9 @@ fn check_pair(client: &Value, server: &[Value], parallel: u64, proto: &str) {
         assert_eq!(c["ok"], true, "client conn {i}: {c}");
         assert_eq!(s["error"], Value::Null);
         assert_eq!(s["bad_msgs"].as_u64(), Some(0));
+        // The client's hello went out after the start; the server sends none.
+        assert!(c["hello_us"].as_u64().is_some(), "client conn {i}: {c}");
+        assert_eq!(s["hello_us"], Value::Null);
         let sha = c["sha256"].as_str().expect("client sha256");
         assert_eq!(sha.len(), 64);
         assert_eq!(s["sha256"].as_str(), Some(sha), "conn {i} sha256");
