@@ -11,6 +11,7 @@
 mod common;
 
 use common::{describe, vm_conn, Sim, SimCfg, EV, MBIT, MS};
+use mrc_core::mrc_conn::SendLimit;
 
 /// Packets netem holds per link (`limit 50`), those in its delay line included.
 const NETEM_LIMIT: u64 = 50;
@@ -51,6 +52,16 @@ fn case(rates: [u64; 2], delays: [u64; 2]) {
     let end = sim.nodes[1].received_at.last().copied().unwrap_or(sim.now);
     let ms = (end - t0) / MS;
     eprintln!("rates {rates:?} delays {delays:?}: {ms} ms, limit {limit_ms} ms");
+    // Where the sender's time went, to the end of the run (the close included).
+    let times = sim.nodes[0].conn.send_times(sim.now);
+    let total = times.iter().sum::<u64>().max(1);
+    let shares: Vec<String> = SendLimit::ALL
+        .iter()
+        .zip(times)
+        .filter(|(_, t)| *t > 0)
+        .map(|(l, t)| format!("{l:?} {:.1}%", t as f64 * 100.0 / total as f64))
+        .collect();
+    eprintln!("  sender held back by: {}", shares.join(", "));
     assert!(ms <= limit_ms, "{ms} ms\n{}", describe(&sim));
     for (i, p) in sim.nodes[0].conn.paths().iter() {
         // Both ways' delay: no answer by this path can come sooner.
