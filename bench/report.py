@@ -179,11 +179,32 @@ def run_rtt(run, p):
 
 
 def run_conn_goodputs(run):
-    """Per-connection goodput at the receiver; a connection the server never
-    reported counts as 0."""
+    """Per-connection goodput at the receiver over the client's run time:
+    the bytes the server received for it, divided by the client's elapsed
+    time, so that a connection that started late and sent for a short
+    while is not credited with a high rate over its own short time (its
+    server-side goodput_mbps is used when bytes or that time are missing).
+    A connection the server never reported counts as 0."""
     n = (run.get("meta") or {}).get("conns") or client(run).get("parallel") or 0
-    by = {s.get("conn"): s.get("goodput_mbps") or 0.0 for s in servers(run) if s.get("conn") is not None}
+    el = client(run).get("elapsed_s")
+    by = {}
+    for s in servers(run):
+        if s.get("conn") is None:
+            continue
+        if el and isinstance(s.get("bytes"), (int, float)):
+            by[s["conn"]] = s["bytes"] * 8 / el / 1e6
+        else:
+            by[s["conn"]] = s.get("goodput_mbps") or 0.0
     return [by.get(i, 0.0) for i in range(n)]
+
+
+def run_late_starts(run, late_us=1_000_000):
+    """Client connections whose hello went out more than late_us after the
+    common start (mrc-perf's hello_us); None when mrc-perf did not report it."""
+    hs = [c.get("hello_us") for c in client(run).get("conns") or []]
+    if not hs or any(h is None for h in hs):
+        return None
+    return sum(1 for h in hs if h > late_us)
 
 
 def run_jain(run):
@@ -250,6 +271,8 @@ METRICS = {
     "fairness": [
         ("jain", "Jain index", "", True, lambda r, s: run_jain(r)),
         ("goodput", "aggregate goodput", "Mbit/s", True, lambda r, s: run_goodput(r)),
+        ("late", "connections whose hello left > 1 s after the start", "", False,
+         lambda r, s: run_late_starts(r)),
     ],
     "simult": [
         ("time", "transfer time", "s", False, lambda r, s: run_transfer_s(r)),
@@ -1104,6 +1127,12 @@ def self_test():
     fair = {r["key"]: r for r in summarize(by["fairness"])}
     check("fairness Jain MRC", fair["jain"]["cells"]["mrc"]["median"], 100 / 120)
     check("fairness Jain TCP (missing conn = 0)", fair["jain"]["cells"]["tcp"]["median"], 0.25)
+    late = {"client": {"parallel": 2, "elapsed_s": 5.0},
+            "server": [{"conn": 0, "bytes": 5_000_000, "goodput_mbps": 8.0},
+                       {"conn": 1, "bytes": 500_000, "goodput_mbps": 80.0}]}
+    check("per-connection goodput over the client's time", run_conn_goodputs(late), [8.0, 0.8])
+    check("late starts", run_late_starts({"client": {"conns": [{"hello_us": 10}, {"hello_us": 2_000_000}]}}), 1)
+    check("late starts unknown", run_late_starts({"client": {"conns": [{"hello_us": None}]}}), None)
     fo = {r["key"]: r for r in summarize(by["failover"])}
     check("failover gap MRC", fo["max_gap"]["cells"]["mrc"]["median"], 50.0)
     check("failover recovery MRC", fo["recovery"]["cells"]["mrc"]["median"], 50.0, tol=1e-6)
