@@ -148,6 +148,7 @@ struct Params {
     /// `CcKind` as its index in [`CC_KINDS`].
     cc: AtomicU32,
     user_timeout_ms: AtomicU32,
+    data_per_idle_probe: AtomicU32,
 }
 
 /// Congestion controllers selectable by name.
@@ -172,6 +173,7 @@ impl Params {
             ev_per_plane: AtomicU32::new(DEFAULT_EV_PER_PLANE),
             cc: AtomicU32::new(cc_index(d.cc)),
             user_timeout_ms: AtomicU32::new(DEFAULT_USER_TIMEOUT_MS),
+            data_per_idle_probe: AtomicU32::new(d.data_per_idle_probe),
         }
     }
 
@@ -550,6 +552,7 @@ impl MrcNet {
         cfg.path.heartbeat_busy_ns = hb * 1_000_000;
         cfg.path.miss_threshold = p.miss_threshold.load(Ordering::Relaxed).clamp(1, 255) as u8;
         cfg.path.cc = p.cc();
+        cfg.path.data_per_idle_probe = p.data_per_idle_probe.load(Ordering::Relaxed);
         cfg.path.pacing = mrc_sys::param_pacing();
         // A path is suspected only after 10 ms without an answer: shorter
         // timeouts mistake scheduling delays of a loaded host for path
@@ -923,7 +926,11 @@ pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
             CcKind::Reno => c_str!("reno"),
         };
         m.put_str(nl::MRC_A_PARAMS_CC, cc)?;
-        m.put_u32(nl::MRC_A_PARAMS_USER_TIMEOUT_MS, get(&p.user_timeout_ms))
+        m.put_u32(nl::MRC_A_PARAMS_USER_TIMEOUT_MS, get(&p.user_timeout_ms))?;
+        m.put_u32(
+            nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
+            get(&p.data_per_idle_probe),
+        )
     })
 }
 
@@ -953,6 +960,7 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
         (nl::MRC_A_PARAMS_MISS_THRESHOLD, &p.miss_threshold),
         (nl::MRC_A_PARAMS_EV_PER_PLANE, &p.ev_per_plane),
         (nl::MRC_A_PARAMS_USER_TIMEOUT_MS, &p.user_timeout_ms),
+        (nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE, &p.data_per_idle_probe),
     ];
     for (attr, field) in fields {
         if let Some(v) = info.attr_u32(attr, MAX) {

@@ -10,6 +10,11 @@
 
 #include <uapi/linux/mrc_netlink.h>
 
+/* Integer value ranges */
+static const struct netlink_range_validation mrc_a_params_data_per_idle_probe_range = {
+	.max	= 65535ULL,
+};
+
 /* MRC_CMD_CONN_GET - do */
 static const struct nla_policy mrc_conn_get_nl_policy[MRC_A_CONN_COOKIE + 1] = {
 	[MRC_A_CONN_SESSION_ID] = { .type = NLA_UINT, },
@@ -30,12 +35,13 @@ static const struct nla_policy mrc_endpoint_del_nl_policy[MRC_A_ENDPOINT_IFINDEX
 };
 
 /* MRC_CMD_PARAM_SET - do */
-static const struct nla_policy mrc_param_set_nl_policy[MRC_A_PARAMS_USER_TIMEOUT_MS + 1] = {
+static const struct nla_policy mrc_param_set_nl_policy[MRC_A_PARAMS_DATA_PER_IDLE_PROBE + 1] = {
 	[MRC_A_PARAMS_HEARTBEAT_MS] = NLA_POLICY_MIN(NLA_U32, 1),
 	[MRC_A_PARAMS_MISS_THRESHOLD] = NLA_POLICY_RANGE(NLA_U32, 1, 255),
 	[MRC_A_PARAMS_EV_PER_PLANE] = NLA_POLICY_RANGE(NLA_U32, 1, 256),
 	[MRC_A_PARAMS_CC] = { .type = NLA_NUL_STRING, .len = 15, },
 	[MRC_A_PARAMS_USER_TIMEOUT_MS] = { .type = NLA_U32, },
+	[MRC_A_PARAMS_DATA_PER_IDLE_PROBE] = NLA_POLICY_FULL_RANGE(NLA_U32, &mrc_a_params_data_per_idle_probe_range),
 };
 
 /* Ops table for mrc */
@@ -85,7 +91,7 @@ const struct genl_split_ops mrc_nl_ops[8] = {
 		.cmd		= MRC_CMD_PARAM_SET,
 		.doit		= mrc_nl_param_set_doit,
 		.policy		= mrc_param_set_nl_policy,
-		.maxattr	= MRC_A_PARAMS_USER_TIMEOUT_MS,
+		.maxattr	= MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
 		.flags		= GENL_UNS_ADMIN_PERM | GENL_CMD_CAP_DO,
 	},
 };

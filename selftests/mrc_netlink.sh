@@ -72,12 +72,13 @@ mrc_check "unprivileged users can read stats" 64 "$out"
 
 # Tunables: defaults, a change in one namespace only, range and name
 # checks with extended-ack messages, and CAP_NET_ADMIN for changes.
-pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms")))'; }
-defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000"
+pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms","data_per_idle_probe")))'; }
+defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000 data_per_idle_probe=8"
 mrc_check "default parameters" "$defaults" "$(pjson "$b")"
 mrc_run "param set heartbeat_ms 5" ip netns exec "$b" "$MRC_STATUS" param set heartbeat_ms 5
 mrc_run "param set cc reno" ip netns exec "$b" "$MRC_STATUS" param set cc reno
-mrc_check "parameters changed in b" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000" "$(pjson "$b")"
+mrc_run "param set data_per_idle_probe 0" ip netns exec "$b" "$MRC_STATUS" param set data_per_idle_probe 0
+mrc_check "parameters changed in b" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0" "$(pjson "$b")"
 mrc_check "parameters of a untouched" "$defaults" "$(pjson "$a")"
 out=$(ip netns exec "$b" "$MRC_STATUS" param set cc cubic 2>&1)
 rc=$?
@@ -88,7 +89,9 @@ case "$out" in
 esac
 out=$(ip netns exec "$b" "$MRC_STATUS" param set miss_threshold 0 2>&1)
 mrc_check "miss_threshold 0 refused by the policy" 1 "$?"
-mrc_check "refused changes left everything as it was" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000" "$(pjson "$b")"
+out=$(ip netns exec "$b" "$MRC_STATUS" param set data_per_idle_probe 65536 2>&1)
+mrc_check "data_per_idle_probe 65536 refused by the policy" 1 "$?"
+mrc_check "refused changes left everything as it was" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0" "$(pjson "$b")"
 out=$(ip netns exec "$b" setpriv --reuid=65534 --regid=65534 --clear-groups \
 	"$MRC_STATUS" param set heartbeat_ms 9 2>&1)
 case "$out" in

@@ -134,6 +134,8 @@ enum ParamName {
     Cc,
     #[value(alias = "user_timeout_ms")]
     UserTimeoutMs,
+    #[value(alias = "data_per_idle_probe")]
+    DataPerIdleProbe,
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -431,6 +433,7 @@ fn param_attrs(p: &ParamSet) -> Result<Vec<u8>, Failure> {
         ParamName::EvPerPlane => w.u32(a::EV_PER_PLANE, num(&p.value)?),
         ParamName::Cc => w.string(a::CC, &p.value),
         ParamName::UserTimeoutMs => w.u32(a::USER_TIMEOUT_MS, num(&p.value)?),
+        ParamName::DataPerIdleProbe => w.u32(a::DATA_PER_IDLE_PROBE, num(&p.value)?),
     }
     .finish())
 }
@@ -654,6 +657,18 @@ mod tests {
         assert_eq!(
             parsed.string(spec::params::CC).unwrap().as_deref(),
             Some("reno")
+        );
+
+        let c = parse(&["param", "set", "data_per_idle_probe", "0"]).unwrap();
+        let Some(Command::Param(ParamCmd::Set(p))) = c.command else {
+            panic!("not param set");
+        };
+        assert_eq!(p.name, ParamName::DataPerIdleProbe);
+        assert_eq!(
+            param_attrs(&p).unwrap(),
+            AttrWriter::new()
+                .u32(spec::params::DATA_PER_IDLE_PROBE, 0)
+                .finish()
         );
 
         let c = parse(&["set", "miss-threshold", "many"]).unwrap();

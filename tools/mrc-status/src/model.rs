@@ -403,6 +403,7 @@ pub struct Params {
     pub ev_per_plane: Option<u32>,
     pub cc: Option<String>,
     pub user_timeout_ms: Option<u32>,
+    pub data_per_idle_probe: Option<u32>,
 }
 
 impl Params {
@@ -414,6 +415,7 @@ impl Params {
             ev_per_plane: a.u32(params::EV_PER_PLANE)?,
             cc: a.string(params::CC)?,
             user_timeout_ms: a.u32(params::USER_TIMEOUT_MS)?,
+            data_per_idle_probe: a.u32(params::DATA_PER_IDLE_PROBE)?,
         })
     }
 }

@@ -291,6 +291,7 @@ attr_set!(
         EV_PER_PLANE = 3, "ev-per-plane", "u32";
         CC = 4, "cc", "string";
         USER_TIMEOUT_MS = 5, "user-timeout-ms", "u32";
+        DATA_PER_IDLE_PROBE = 6, "data-per-idle-probe", "u32";
     }
 );
 
