@@ -213,6 +213,10 @@ struct Inner {
     peer_fin: bool,
     /// `shutdown(SHUT_RD)`.
     rd_shut: bool,
+    /// The user closed the socket: a message that arrives now is answered
+    /// with RST, as TCP answers data that arrives after close, so that the
+    /// peer learns at once that nobody reads what it sends.
+    closed: bool,
     /// `shutdown(SHUT_WR)` or close.
     wr_shut: bool,
     /// When the timer is armed for.
@@ -288,6 +292,7 @@ impl MrcSock {
                     dead: false,
                     peer_fin: false,
                     rd_shut: false,
+                    closed: false,
                     wr_shut: false,
                     timer_at: None,
                     last_state: State::Idle,
@@ -688,7 +693,10 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     last_seq,
                     len,
                 } => {
-                    if inner.rd_shut {
+                    if inner.closed {
+                        s.discard(first_seq, last_seq);
+                        s.conn.abort(now);
+                    } else if inner.rd_shut {
                         // Nobody will read it: drop it and reopen the window.
                         s.discard(first_seq, last_seq);
                         s.conn.release_recv(u64::from(len));
@@ -1578,6 +1586,7 @@ pub(crate) fn release(sk: &Sock) {
             with_conn(sk, |inner, now| {
                 inner.wr_shut = true;
                 inner.rd_shut = true;
+                inner.closed = true;
                 if let Some(s) = inner.sess.as_deref_mut() {
                     if unread || linger == Some(0) {
                         s.conn.abort(now);

@@ -307,6 +307,8 @@ def cmd_api_server(args):
             c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         elif cmd == b"idle":
             c.recv(64)
+        elif cmd == b"close":
+            pass  # closed below with nothing unread
         elif cmd == b"quit":
             c.close()
             break
@@ -418,6 +420,21 @@ def cmd_api_client(args):
     mrc_connect(s, srv, port)
     s.send(b"reset")
     ck.errno_of("recv after peer reset", lambda: s.recv(10), errno.ECONNRESET)
+    s.close()
+
+    # Data sent to a peer that has closed (with nothing unread) is answered
+    # with RST, as TCP does: the sender learns that nobody reads it.
+    s = mrc_socket()
+    mrc_connect(s, srv, port)
+    s.send(b"close")
+    ck.check("recv EOF after peer close", s.recv(10), b"")
+    s.send(b"late")
+    p = select.poll()
+    p.register(s, 0)  # POLLERR and POLLHUP are reported whatever is asked
+    ev = p.poll(10000)
+    ck.check("POLLERR after data to a closed peer", bool(ev and ev[0][1] & select.POLLERR), True)
+    ck.check("SO_ERROR after data to a closed peer",
+             errno.errorcode.get(s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)), "ECONNRESET")
     s.close()
 
     # Timeouts and signals on a blocking recv.
