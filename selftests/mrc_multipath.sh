@@ -178,6 +178,10 @@ back=$(plane_bytes)
 mrc_wait_for 300 mrc_stat_cmp "$A" rx_bytes -ge $((at + total / 10))
 back_end=$(plane_bytes)
 at_progress 50
+# Stalls of the emulated CPUs from here to the end of the transfer; see
+# "no other path failed" below.
+$MRC_UTIL stall-watch >"$tmp/stalls" &
+swpid=$!
 tc -n "$B" qdisc change dev vb3 parent 1:1 handle 10: netem delay 1ms loss 100%
 tc -n "$B" filter add dev vb4 parent 1: protocol ip u32 match ip protocol 17 0xff \
 	match ip sport "$ev_port" 0xffff action drop
@@ -201,6 +205,8 @@ while [ $late_n -lt 1500 ]; do
 	mrc_sleep 0.2
 done
 finish "faults"
+kill $swpid
+wait $swpid
 mrc_check "faults: data intact" "intact=True" "$(echo "$out" | cut -d' ' -f1)"
 late=$($MRC_PY - "$tmp/late.json" "$planes" <<'PY'
 import json, sys
@@ -244,9 +250,10 @@ mrc_check "plane 2 carries traffic again after coming back" 1 $((back_share >= 5
 # The monitor: connection events, and which paths failed for lack of
 # answers (probe_timeout). Plane 2's failed and came back; plane 3's and
 # the blackholed EV failed; plane 1 and the rest of plane 4 never did.
-ev=$($MRC_PY - "$tmp/events" "$planes" "${fault_t:-0}" "$tmp/timeline" <<'PY'
+ev=$($MRC_PY - "$tmp/events" "$planes" "${fault_t:-0}" "$tmp/timeline" "$tmp/stalls" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+stalls = [tuple(int(x) for x in l.split()) for l in open(sys.argv[5]) if l.strip()]
 f = dict(x.split("=") for x in sys.argv[2].split())
 plane2 = {int(i) for i in f["plane2"].split(",")}
 plane3 = {int(i) for i in f["plane3"].split(",")}
@@ -260,18 +267,43 @@ print("established" if "conn_established" in kinds else "no-established",
       "closed" if "conn_closed" in kinds else "no-closed",
       "plane2-failed" if plane2 <= failed else f"failed={ids(failed)}",
       "plane2-back" if plane2 <= back else f"back={ids(back)}",
-      "plane3-failed" if plane3 <= failed else f"failed={ids(failed)}",
-      "ev-failed" if evp in failed else "ev-not-failed",
-      f"others-failed={ids(failed - plane2 - plane3 - {evp})}")
-# When a path of an untouched plane failed: every state change but plane
-# 2's, and the close, in seconds from the faults.
+      "plane3-failed" if plane3 <= failed else f"failed={ids(failed)}", end=" ")
+# A path of an untouched plane that failed while an emulated CPU stood
+# still for most of the time it was Suspect: its probes' answers sat queued
+# on that CPU, which nothing at either end can tell from a dead path.
+def excused(pid):
+    since = None
+    for e in ch:
+        if e["path_id"] != pid:
+            continue
+        if e["new_state"] == "suspect":
+            since = e["timestamp_ns"]
+        elif e["new_state"] == "failed" and e["reason"] == "probe_timeout":
+            t = e["timestamp_ns"]
+            a = t if since is None else since
+            held = max((min(t, end) - max(a, start) for _, start, end in stalls), default=0)
+            if since is None or 2 * held < t - a:
+                return False
+        elif e["new_state"] == "active":
+            since = None
+    return True
 others = failed - plane2 - plane3 - {evp}
+stalled = {i for i in others if excused(i)}
+print("ev-failed" if evp in failed else "ev-not-failed",
+      f"others-failed={ids(others - stalled)}",
+      f"stalled={ids(stalled)}",
+      f"longest-stall-ms={max((e - s for _, s, e in stalls), default=0) // 1000000}",
+      f"stalls={len(stalls)}")
+# When a path of an untouched plane failed: every state change but plane
+# 2's, the close and the stalls, in seconds from the faults.
 t0 = float(sys.argv[3])
+rows = [(e["timestamp_ns"], e["event"], e.get("path_id", ""), e.get("old_state", ""),
+         e.get("new_state", ""), e.get("reason", "")) for e in ev
+        if e.get("path_id") not in plane2 and e["event"] in ("path_state_change", "conn_closed")]
+rows += [(s, "stall", f"cpu{c}", f"{(e - s) // 1000000}ms", "", "") for c, s, e in stalls]
 with open(sys.argv[4], "w") as out:
-    for e in ev if others else []:
-        if e.get("path_id") not in plane2 and e["event"] in ("path_state_change", "conn_closed"):
-            print(f"{e['timestamp_ns'] / 1e9 - t0:+.3f}s", e["event"], e.get("path_id", ""),
-                  e.get("old_state", ""), e.get("new_state", ""), e.get("reason", ""), file=out)
+    for r in sorted(rows) if others else []:
+        print(f"{r[0] / 1e9 - t0:+.3f}s", *r[1:], file=out)
 PY
 )
 echo "# monitor: $ev ($(grep -c 'events were lost' "$tmp/events") overruns)"
@@ -290,7 +322,11 @@ fi
 # the core's cpu_sim test) and from packets reordered on the way. A
 # retransmission timeout after a stall of the host once made most paths
 # Suspect at the same instant; its losses no longer count towards a loss
-# burst. The timeline printed above shows any such failure.
+# burst. The timeline printed above shows any such failure. A failure
+# inside a measured stall of an emulated CPU (stall-watch: a SCHED_FIFO
+# sleeper per CPU woke late for at least half the time the path was
+# Suspect) is the host's, not the detector's, and is only reported.
+echo "# monitor: paths that failed inside a stall: $(echo "$ev" | cut -d' ' -f8-10)"
 mrc_check "monitor: no other path failed" others-failed=none "$(echo "$ev" | cut -d' ' -f7)"
 
 # Planes back to normal.

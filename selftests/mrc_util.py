@@ -899,6 +899,44 @@ def cmd_hold_client(args):
     sys.exit(0 if len(socks) == args.count else 1)
 
 
+# --- host stalls --------------------------------------------------------
+
+
+def cmd_stall_watch(args):
+    """Until SIGTERM or SIGINT: one process per online CPU, pinned to it at
+    SCHED_FIFO, sleeps --tick ms at a time and prints "CPU START_NS END_NS"
+    (CLOCK_MONOTONIC, as the events of mrc-status monitor) for every sleep
+    that ended more than --min ms late. Nothing else gets ahead of such a
+    sleeper, so a late wake-up measures a CPU that ran no task: the
+    emulated CPU was not scheduled on the host, or softirq work held it."""
+    cpus = sorted(os.sched_getaffinity(0))
+    tick = args.tick / 1000
+    late_ns = int(args.min * 1e6)
+    # Before the fork: the children inherit the handlers.
+    stop = stop_flag()
+    kids = []
+    for cpu in cpus:
+        pid = os.fork()
+        if pid:
+            kids.append(pid)
+            continue
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        while not stop:
+            t0 = time.monotonic_ns()
+            time.sleep(tick)
+            t1 = time.monotonic_ns()
+            if t1 - t0 - int(tick * 1e9) > late_ns:
+                print(cpu, t0, t1, flush=True)
+        os._exit(0)
+    while not stop:
+        time.sleep(0.2)
+    for pid in kids:
+        os.kill(pid, signal.SIGTERM)
+    for pid in kids:
+        os.waitpid(pid, 0)
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -959,6 +997,10 @@ def main():
     c.add_argument("--progress", type=int, default=0, metavar="EVERY")
     c.add_argument("--cookies", action="store_true")
     c.set_defaults(fn=cmd_hold_client)
+    c = sub.add_parser("stall-watch")
+    c.add_argument("--tick", type=float, default=5, metavar="MS")
+    c.add_argument("--min", type=float, default=20, metavar="MS")
+    c.set_defaults(fn=cmd_stall_watch)
     args = p.parse_args()
     args.fn(args)
 
