@@ -502,6 +502,9 @@ pub struct Path {
     /// When the bytes in flight last went from zero to non-zero: a busy path
     /// is not expected to have been heard from before it became busy.
     inflight_since_ns: u64,
+    /// Bytes left the path without an answer on it ([`PathTable::on_released`]) since it was
+    /// last heard: its silence goes on from `inflight_since_ns` when it sends again.
+    released_unheard: bool,
     last_ack_ns: u64,
     /// Last acknowledgement or probe answer: the latest proof of life.
     last_heard_ns: u64,
@@ -530,6 +533,7 @@ impl Path {
             rtt: RttEstimator::default(),
             inflight: 0,
             inflight_since_ns: now_ns,
+            released_unheard: false,
             last_ack_ns: 0,
             // A new path counts as heard at creation so that it gets one
             // heartbeat interval before its first probe.
@@ -695,6 +699,7 @@ impl Path {
                 // will be resolved by loss detection; they must not count as a
                 // fresh silence right away.
                 self.inflight_since_ns = now_ns;
+                self.released_unheard = false;
                 if from == PathState::Failed {
                     self.cc.reset();
                 }
@@ -1065,7 +1070,10 @@ impl PathTable {
         let Some(p) = self.get_mut(idx) else {
             return;
         };
-        if p.inflight == 0 {
+        // A path whose packets all had copies answered elsewhere was not heard meanwhile: it
+        // stays silent since its first unanswered packet, or a dead path that the copies
+        // empty now and then would never look silent for a whole probe timeout.
+        if p.inflight == 0 && !p.released_unheard {
             p.inflight_since_ns = now_ns;
         }
         p.inflight = p.inflight.saturating_add(u64::from(bytes));
@@ -1139,6 +1147,7 @@ impl PathTable {
         }
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
+        p.released_unheard = false;
         p.counters.bytes_acked = p.counters.bytes_acked.saturating_add(u64::from(bytes));
         p.counters.pkts_acked = p.counters.pkts_acked.saturating_add(1);
         if p.state == PathState::Active {
@@ -1198,6 +1207,7 @@ impl PathTable {
         if let Some(p) = self.get_mut(idx) {
             if p.state == PathState::Active {
                 p.last_heard_ns = p.last_heard_ns.max(now_ns);
+                p.released_unheard = false;
             }
         }
     }
@@ -1234,6 +1244,7 @@ impl PathTable {
     pub fn on_released(&mut self, idx: PathIdx, bytes: u32) {
         if let Some(p) = self.get_mut(idx) {
             p.inflight = p.inflight.saturating_sub(u64::from(bytes));
+            p.released_unheard = true;
         }
     }
 
@@ -1308,6 +1319,7 @@ impl PathTable {
         let p = self.get_mut(idx)?;
         p.rtt.sample(now_ns, rtt_ns, true);
         p.last_heard_ns = now_ns;
+        p.released_unheard = false;
         p.probe_outstanding = false;
         p.missed_probes = 0;
         p.consecutive_losses = 0;

@@ -453,6 +453,35 @@ fn busy_dead_path_goes_suspect_then_failed_with_backoff() {
     assert!(p.counters().probes_missed >= 3);
 }
 
+/// Bytes that leave a path because a copy on another path was answered are no answer: a dead
+/// path whose packets all get copies stays silent since its first unanswered packet, however
+/// often the copies empty it, until it is heard from.
+#[test]
+fn released_bytes_do_not_restart_a_busy_paths_silence_clock() {
+    let mut t = primed(2);
+    // Path 0 sends at 1 ms; the copy's answer on path 1 releases it at 1.5 ms, and it sends
+    // again at 1.6 ms, while path 1 is acknowledged for data sent later.
+    t.on_sent(0, MS, 1000, false);
+    t.on_released(0, 1000);
+    assert_eq!(t.get(0).unwrap().inflight(), 0);
+    t.on_sent(0, MS + 600 * US, 1000, false);
+    ack_on(&mut t, 1, MS + 700 * US);
+    // Silent since 1 ms, not 1.6 ms: one probe timeout (1 ms) later it is Suspect.
+    assert_eq!(t.next_timer(MS + 700 * US), Some(2 * MS));
+    let r = t.on_tick(2 * MS);
+    assert!(r.changed.contains(0));
+    assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
+
+    // A path heard from between the release and its next packet starts afresh.
+    let mut t = primed(2);
+    t.on_sent(0, MS, 1000, false);
+    t.on_released(0, 1000);
+    t.on_heard(0, MS + 500 * US);
+    t.on_sent(0, MS + 600 * US, 1000, false);
+    ack_on(&mut t, 1, MS + 700 * US);
+    assert_eq!(t.next_timer(MS + 700 * US), Some(2 * MS + 600 * US));
+}
+
 /// A peer catching up after a stall acknowledges what it received first: answers to packets
 /// sent before a path's own unanswered ones are no sign that the path lost them.
 #[test]
