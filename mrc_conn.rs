@@ -690,12 +690,19 @@ struct AckFrom {
     path: Option<PathIdx>,
     /// Whether it echoes an ECN mark (an ACK with [`Flags::ECE`]).
     ece: bool,
+    /// How long the peer held it after the latest packet it acknowledges arrived
+    /// ([`Sack::delay_ns`]).
+    delay_ns: u64,
 }
 
 impl AckFrom {
-    /// An acknowledgement without an ECN echo, as DATA and FIN carry.
+    /// An acknowledgement without an ECN echo or a delay, as DATA and FIN carry.
     fn plain(path: Option<PathIdx>) -> Self {
-        AckFrom { path, ece: false }
+        AckFrom {
+            path,
+            ece: false,
+            delay_ns: 0,
+        }
     }
 }
 
@@ -987,6 +994,9 @@ pub struct Conn {
     peer_fin: Option<u64>,
     peer_fin_done: bool,
     ack_pending: bool,
+    /// When the latest DATA or FIN arrived: the next ACK tells the peer how long it held
+    /// its answer since ([`Sack::delay_ns`]).
+    arrived_ns: u64,
     ack_now: bool,
     /// A DATA packet arrived marked CE: the next ACK carries [`Flags::ECE`].
     ece_pending: bool,
@@ -1083,6 +1093,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         peer_fin: _,
         peer_fin_done: _,
         ack_pending: _,
+        arrived_ns: _,
         ack_now: _,
         ece_pending: _,
         dsack: _,
@@ -1223,6 +1234,7 @@ impl Conn {
             addr_of_mut!((*p).peer_fin).write(None);
             addr_of_mut!((*p).peer_fin_done).write(false);
             addr_of_mut!((*p).ack_pending).write(false);
+            addr_of_mut!((*p).arrived_ns).write(0);
             addr_of_mut!((*p).ack_now).write(false);
             addr_of_mut!((*p).ece_pending).write(false);
             addr_of_mut!((*p).dsack).write(0);
@@ -1808,7 +1820,7 @@ impl Conn {
                 // Still answer probes: the peer may be waiting for its path to come back to
                 // retransmit its FIN.
                 if self.ack_now {
-                    if let Some(tx) = self.build_ack(buf) {
+                    if let Some(tx) = self.build_ack(now_ns, buf) {
                         return Some(tx);
                     }
                 }
@@ -1816,7 +1828,7 @@ impl Conn {
             }
             State::Established | State::FinWait | State::CloseWait | State::Closing => {
                 if self.ack_due(now_ns) {
-                    if let Some(tx) = self.build_ack(buf) {
+                    if let Some(tx) = self.build_ack(now_ns, buf) {
                         return Some(tx);
                     }
                 }
@@ -1904,7 +1916,7 @@ impl Conn {
         self.ack_now || (self.ack_pending && self.ack_deadline.is_some_and(|d| d <= now_ns))
     }
 
-    fn build_ack(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+    fn build_ack(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
         let path = self.control_path(self.ack_path_id)?;
         // The header names the path the ACK goes by, which the sender times it on; that is
         // another than the latest DATA's when this end holds that one Failed.
@@ -1933,7 +1945,8 @@ impl Conn {
             self.rwnd_edge(),
             self.rcv_nxt,
             bitmap.get(..used).unwrap_or(&[]),
-        );
+        )
+        .with_delay(now_ns.saturating_sub(self.arrived_ns));
         let mut flags = self.flags(PacketType::Ack);
         // An echo counts against the packets of the path the ACK names, so it goes only by
         // the path of the marked packet.
@@ -2524,6 +2537,7 @@ impl Conn {
                 let from = AckFrom {
                     path: arrived,
                     ece: h.flags.ece(),
+                    delay_ns: u64::from(sack.delay_ns),
                 };
                 if self.process_ack(now_ns, h.ack, Some(&sack), from) {
                     Input::Consumed
@@ -2593,7 +2607,7 @@ impl Conn {
                 let path = usize::from(slot.path);
                 let ece = from.ece && from.path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
-                let rtt = (slot.tx_count == 1).then_some(sample);
+                let rtt = (slot.tx_count == 1).then(|| self.less_ack_delay(path, sample, from));
                 self.paths
                     .on_ack_by_way_of(path, from.path, now_ns, wire_len(slot.len), rtt, ece);
                 // An acknowledgement that came back faster than the path's fastest RTT belongs
@@ -2626,6 +2640,21 @@ impl Conn {
             s.state = SlotState::Sacked;
         }
         true
+    }
+
+    /// Takes the time the peer held an acknowledgement off an RTT sample of `path`, as QUIC
+    /// does. The delay covers the latest packet acknowledged, which every other packet newly
+    /// acknowledged arrived before, so an honest peer's makes no sample shorter than its own
+    /// trip. Once the path has a minimum RTT, a sample is not taken below it, so that a peer
+    /// that claims too long a delay cannot make a path look faster than it ever was; its
+    /// first sample is taken less the whole delay, lest a delayed first ACK set its
+    /// minimum for good.
+    fn less_ack_delay(&self, path: PathIdx, sample: u64, from: AckFrom) -> u64 {
+        let min = self.paths.get(path).and_then(|p| p.min_rtt_ns());
+        match min {
+            Some(m) if sample < m.saturating_add(from.delay_ns) => sample,
+            _ => sample.saturating_sub(from.delay_ns).max(1),
+        }
     }
 
     /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
@@ -2957,6 +2986,7 @@ impl Conn {
 
     fn input_data(&mut self, now_ns: u64, h: &Header, len: usize, fin: bool, ce: bool) -> Input {
         let seq = h.seq;
+        self.arrived_ns = now_ns;
         // The ACK goes back by the latest path, except that an ECN echo stays on the path of
         // the marked packet it reports.
         if ce || !self.ece_pending {

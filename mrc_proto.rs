@@ -55,8 +55,8 @@
 //!   bytes (IPv4 in the first 4 bytes, the other 12 zero). `src_port` and `dst_port` are the
 //!   MRC ports of the sender and of the receiver: a socket address is an IP address and a
 //!   16-bit MRC port, and a listener picks the socket for a SYN by its `dst_port`.
-//! - ACK ([`Sack`]): `dsack` u64, `base` u64, `rwnd` u32, bitmap length u16 (bytes, at most
-//!   [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
+//! - ACK ([`Sack`]): `dsack` u64, `base` u64, `rwnd` u32, `delay` u32, bitmap length u16
+//!   (bytes, at most [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
 //!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
 //!   must not be below the header's `ack_num`. `dsack` is one more than the sequence number of
 //!   a duplicate DATA or FIN that arrived since the previous ACK (a D-SACK, RFC 2883), or 0: it
@@ -64,7 +64,10 @@
 //!   the receive window: the receiver takes new payload bytes as long as their running total
 //!   since the handshake stays within it, modulo 2^32 (the handshake's `rwnd` is the window
 //!   size, which is the first edge). An absolute edge cannot be shrunk by an older ACK
-//!   overtaking a newer one on a faster path.
+//!   overtaking a newer one on a faster path. `delay` is how long, in nanoseconds (saturating),
+//!   the receiver held the ACK after the latest packet it acknowledges arrived (a delayed ACK
+//!   waiting for a second packet or its timer): the sender takes it off the RTT samples the ACK
+//!   gives, as QUIC's ACK Delay, but never below the path's minimum RTT.
 //! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
 //! - FIN, RST: empty.
@@ -106,7 +109,7 @@ pub const ENDPOINT_LEN: usize = 20;
 pub const HANDSHAKE_FIXED_LEN: usize = 17;
 
 /// Length in bytes of the fixed part of an ACK body (before the bitmap).
-pub const SACK_FIXED_LEN: usize = 22;
+pub const SACK_FIXED_LEN: usize = 26;
 
 /// Length in bytes of a PROBE or PROBE_ACK body.
 pub const PROBE_LEN: usize = 16;
@@ -660,6 +663,9 @@ pub struct Sack<'a> {
     pub dsack: u64,
     /// Right edge of the receiver's window: new payload bytes since the handshake, mod 2^32.
     pub rwnd: u32,
+    /// Nanoseconds (saturating) between the arrival of the latest packet acknowledged and
+    /// the ACK's departure.
+    pub delay_ns: u32,
     /// Sequence number described by bit 0 of the bitmap; not below the header's `ack`.
     pub base: u64,
     /// Bitmap: bit `i` (byte `i / 8`, LSB first) set means `base + i` has arrived.
@@ -667,13 +673,22 @@ pub struct Sack<'a> {
 }
 
 impl<'a> Sack<'a> {
-    /// Returns a SACK body.
+    /// Returns a SACK body with no delay.
     pub const fn new(dsack: u64, rwnd: u32, base: u64, bitmap: &'a [u8]) -> Sack<'a> {
         Sack {
             dsack,
             rwnd,
+            delay_ns: 0,
             base,
             bitmap,
+        }
+    }
+
+    /// Returns the body with its delay set to `delay_ns`, saturated to what the field holds.
+    pub fn with_delay(self, delay_ns: u64) -> Sack<'a> {
+        Sack {
+            delay_ns: u32::try_from(delay_ns).unwrap_or(u32::MAX),
+            ..self
         }
     }
 
@@ -727,6 +742,7 @@ impl<'a> Sack<'a> {
         w.put(&self.dsack.to_be_bytes())?;
         w.put(&self.base.to_be_bytes())?;
         w.put(&self.rwnd.to_be_bytes())?;
+        w.put(&self.delay_ns.to_be_bytes())?;
         w.put(&len.to_be_bytes())?;
         w.put(self.bitmap)
     }
@@ -736,6 +752,7 @@ impl<'a> Sack<'a> {
         let dsack = r.u64().ok_or(DecodeError::BadSack)?;
         let base = r.u64().ok_or(DecodeError::BadSack)?;
         let rwnd = r.u32().ok_or(DecodeError::BadSack)?;
+        let delay_ns = r.u32().ok_or(DecodeError::BadSack)?;
         let len = usize::from(r.u16().ok_or(DecodeError::BadSack)?);
         let bitmap = r.rest();
         if len != bitmap.len() {
@@ -744,6 +761,7 @@ impl<'a> Sack<'a> {
         let sack = Sack {
             dsack,
             rwnd,
+            delay_ns,
             base,
             bitmap,
         };

@@ -611,6 +611,72 @@ fn delayed_ack_every_second_packet() {
     assert_eq!(header(&ack[0]).ack, CLIENT_ISN + 3);
 }
 
+/// The ACK of a lone packet waits for the delayed-ACK timer and says so: the sender takes
+/// that wait off its RTT sample, but a claimed delay never takes a sample below the path's
+/// minimum RTT.
+#[test]
+fn ack_delay_is_reported_and_taken_off_rtt_samples() {
+    let delack = ConnConfig::default().delack_ns;
+    let sack_delay = |ack: &[u8]| match decode(ack).unwrap().body {
+        Body::Ack(s) => s.delay_ns,
+        _ => panic!("not an ACK"),
+    };
+    // with_delay(ack, d): the ACK with its delay field set to d.
+    let with_delay = |ack: &[u8], d: u64| {
+        let pkt = decode(ack).unwrap();
+        let Body::Ack(s) = pkt.body else {
+            panic!("not an ACK")
+        };
+        let mut buf = [0u8; 512];
+        let n = mrc_proto::encode(&pkt.header, &Body::Ack(s.with_delay(d)), &mut buf).unwrap();
+        buf[..n].to_vec()
+    };
+    // One round: a message sent at `now` arrives 100 us later; its ACK leaves at the
+    // delayed-ACK timer and arrives 100 us after that, 1.2 ms in all, 0.2 ms of it on
+    // the wire. `lie` replaces the delay the ACK carries.
+    let round = |client: &mut Conn, server: &mut Conn, now: u64, lie: Option<u64>| {
+        client.send_message(100).unwrap();
+        let data = drain(client, now);
+        assert_eq!(data.len(), 1);
+        feed(server, now + 100 * US, &data[0]);
+        assert!(drain(server, now + 100 * US).is_empty(), "ACK delayed");
+        let t = server.next_timeout(now + 100 * US).unwrap();
+        server.on_timeout(t);
+        let acks = drain(server, t);
+        assert_eq!(acks.len(), 1);
+        assert_eq!(u64::from(sack_delay(&acks[0])), delack);
+        let ack = lie.map_or(acks[0].clone(), |d| with_delay(&acks[0], d));
+        assert_eq!(feed(client, t + 100 * US, &ack), Input::Consumed);
+    };
+    let srtt = |c: &Conn| c.paths().get(0).unwrap().srtt_ns().unwrap();
+    let (mut client, mut server) = established();
+    let min = client.paths().get(0).unwrap().min_rtt_ns().unwrap();
+    assert!(min < 200 * US, "the handshake's RTT is the minimum");
+    let mut now = MS;
+    for _ in 0..40 {
+        round(&mut client, &mut server, now, None);
+        now += 5 * MS;
+    }
+    // 200 us of wire and no wait, rather than 1.2 ms.
+    assert!(
+        srtt(&client).abs_diff(200 * US) < 10 * US,
+        "srtt {}",
+        srtt(&client)
+    );
+    // A peer that claims to have held its ACKs for a second times them as if it had not
+    // held them at all.
+    for _ in 0..40 {
+        round(&mut client, &mut server, now, Some(1_000_000_000));
+        now += 5 * MS;
+    }
+    assert!(
+        srtt(&client).abs_diff(delack + 200 * US) < 10 * US,
+        "srtt {}",
+        srtt(&client)
+    );
+    assert_eq!(client.paths().get(0).unwrap().min_rtt_ns(), Some(min));
+}
+
 /// A reply sent before the delayed ACK is due carries the acknowledgement of the request,
 /// and no ACK packet goes out on its own.
 #[test]

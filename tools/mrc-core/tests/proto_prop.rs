@@ -12,7 +12,7 @@ enum OwnedBody {
     /// initial_seq, rwnd, src_port, dst_port, endpoints.
     SynAck(u64, u32, u16, u16, Vec<Endpoint>),
     /// dsack, rwnd, offset of base above ack, bitmap.
-    Ack(u64, u32, u64, Vec<u8>),
+    Ack(u64, u32, u32, u64, Vec<u8>),
     Data(Vec<u8>),
     Fin,
     Rst,
@@ -29,9 +29,10 @@ impl OwnedBody {
             OwnedBody::SynAck(seq, rwnd, src, dst, eps) => {
                 Body::SynAck(Handshake::new(*seq, *rwnd, *src, *dst, eps))
             }
-            OwnedBody::Ack(ts, rwnd, off, bitmap) => {
-                Body::Ack(Sack::new(*ts, *rwnd, ack.saturating_add(*off), bitmap))
-            }
+            OwnedBody::Ack(ts, rwnd, delay, off, bitmap) => Body::Ack(
+                Sack::new(*ts, *rwnd, ack.saturating_add(*off), bitmap)
+                    .with_delay(u64::from(*delay)),
+            ),
             OwnedBody::Data(d) => Body::Data(d),
             OwnedBody::Fin => Body::Fin,
             OwnedBody::Rst => Body::Rst,
@@ -77,10 +78,11 @@ fn body() -> impl Strategy<Value = OwnedBody> {
         (
             any::<u64>(),
             any::<u32>(),
+            any::<u32>(),
             0u64..100_000,
             prop::collection::vec(any::<u8>(), 0..=MAX_SACK_BYTES)
         )
-            .prop_map(|(t, r, o, b)| OwnedBody::Ack(t, r, o, b)),
+            .prop_map(|(t, r, d, o, b)| OwnedBody::Ack(t, r, d, o, b)),
         prop::collection::vec(any::<u8>(), 0..600).prop_map(OwnedBody::Data),
         Just(OwnedBody::Fin),
         Just(OwnedBody::Rst),

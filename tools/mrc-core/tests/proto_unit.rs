@@ -207,6 +207,7 @@ fn round_trip_every_type() {
         Body::SynAck(Handshake::new(u64::MAX, 0, u16::MAX, 0, &[])),
         Body::Ack(Sack::new(123_456_789, 65536, 1001, &bitmap)),
         Body::Ack(Sack::new(0, 0, 1000, &[])),
+        Body::Ack(Sack::new(0, 0, 1000, &[]).with_delay(1_000_000)),
         Body::Data(b"hello, world"),
         Body::Data(&[]),
         Body::Fin,
@@ -404,6 +405,26 @@ fn sack_full_bitmap_round_trip() {
         panic!("not an ACK");
     };
     assert_eq!(s.sacked().count(), MAX_SACK_BITS / 2);
+}
+
+#[test]
+fn sack_delay_is_carried_in_nanoseconds_and_saturates() {
+    let h = header();
+    let bytes = round_trip(
+        &h,
+        &Body::Ack(Sack::new(0, 7, h.ack, &[]).with_delay(1_234_567)),
+    );
+    // dsack u64, base u64, rwnd u32, then the delay.
+    let off = HEADER_LEN + 20;
+    assert_eq!(&bytes[off..off + 4], &1_234_567u32.to_be_bytes());
+    assert_eq!(bytes.len(), HEADER_LEN + SACK_FIXED_LEN);
+    let Body::Ack(s) = decode(&bytes).unwrap().body else {
+        panic!("not an ACK");
+    };
+    assert_eq!((s.delay_ns, s.rwnd), (1_234_567, 7));
+    let long = Sack::new(0, 0, 0, &[]).with_delay(u64::from(u32::MAX) + 1);
+    assert_eq!(long.delay_ns, u32::MAX);
+    assert_eq!(Sack::new(0, 0, 0, &[]).delay_ns, 0);
 }
 
 #[test]
@@ -642,7 +663,7 @@ fn err_bad_sack() {
     let ok = valid(&Body::Ack(Sack::new(1, 2, 1000, &bitmap)));
     // Offsets inside the ACK body.
     let base_off = HEADER_LEN + 8;
-    let len_off = HEADER_LEN + 20;
+    let len_off = HEADER_LEN + 24;
 
     // Base below ack.
     let mut b = ok.clone();
