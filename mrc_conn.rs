@@ -2607,9 +2607,10 @@ impl Conn {
                 let path = usize::from(slot.path);
                 let ece = from.ece && from.path == Some(path);
                 let sample = now_ns.saturating_sub(slot.sent_ns);
-                let rtt = (slot.tx_count == 1).then(|| self.less_ack_delay(path, sample, from));
+                let rtt = (slot.tx_count == 1).then_some(sample);
+                let len = wire_len(slot.len);
                 self.paths
-                    .on_ack_by_way_of(path, from.path, now_ns, wire_len(slot.len), rtt, ece);
+                    .on_ack_held(path, from.path, now_ns, len, rtt, from.delay_ns, ece);
                 // An acknowledgement that came back faster than the path's fastest RTT belongs
                 // to an earlier transmission and says nothing about the latest one.
                 let plausible = slot.tx_count == 1
@@ -2640,21 +2641,6 @@ impl Conn {
             s.state = SlotState::Sacked;
         }
         true
-    }
-
-    /// Takes the time the peer held an acknowledgement off an RTT sample of `path`, as QUIC
-    /// does. The delay covers the latest packet acknowledged, which every other packet newly
-    /// acknowledged arrived before, so an honest peer's makes no sample shorter than its own
-    /// trip. Once the path has a minimum RTT, a sample is not taken below it, so that a peer
-    /// that claims too long a delay cannot make a path look faster than it ever was; its
-    /// first sample is taken less the whole delay, lest a delayed first ACK set its
-    /// minimum for good.
-    fn less_ack_delay(&self, path: PathIdx, sample: u64, from: AckFrom) -> u64 {
-        let min = self.paths.get(path).and_then(|p| p.min_rtt_ns());
-        match min {
-            Some(m) if sample < m.saturating_add(from.delay_ns) => sample,
-            _ => sample.saturating_sub(from.delay_ns).max(1),
-        }
     }
 
     /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.

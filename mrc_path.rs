@@ -429,9 +429,13 @@ impl RttEstimator {
 
     /// Takes an RTT sample; `own` tells whether the answer came back by the path's own
     /// route. Other samples are provisional: they start the smoothed RTT and a minimum that
-    /// the first sample of its own replaces.
-    fn sample(&mut self, now_ns: u64, rtt_ns: u64, own: bool) {
-        let r = self.answered(now_ns, rtt_ns);
+    /// the first sample of its own replaces. `held_ns` is how long the peer held its answer
+    /// (its ACK delay): it comes off the sample for the smoothed and minimum RTT (see
+    /// [`RttEstimator::less_held`]), but not for the time answers take, which bounds the
+    /// timeouts, nor for the send time of the packet answered. Returns the sample as taken.
+    fn sample(&mut self, now_ns: u64, rtt_ns: u64, held_ns: u64, own: bool) -> u64 {
+        let raw = self.answered(now_ns, rtt_ns);
+        let r = self.less_held(raw, held_ns);
         if own && !self.own_min {
             self.min_rtt_ns = r;
             self.own_min = true;
@@ -444,7 +448,7 @@ impl RttEstimator {
         if self.srtt_ns == 0 {
             self.srtt_ns = r;
             self.rttvar_ns = r / 2;
-            return;
+            return u64::from(r);
         }
         let diff = u64::from(self.srtt_ns.abs_diff(r));
         let var = u64::from(self.rttvar_ns)
@@ -458,6 +462,22 @@ impl RttEstimator {
         self.rttvar_ns = u32::try_from(var).unwrap_or(u32::MAX);
         // Never zero again: (7 * s + r) / 8 >= 1 when s >= 1 and r >= 1.
         self.srtt_ns = u32::try_from(srtt).unwrap_or(u32::MAX).max(1);
+        u64::from(r)
+    }
+
+    /// Takes the time the peer held an answer off a sample, as QUIC does with its ACK Delay.
+    /// The delay is that of the latest packet the answer covers, which every other packet
+    /// it newly covers arrived before, so an honest peer's makes no sample shorter than its
+    /// own trip. Once there is a minimum RTT, no sample is taken below it, so that a peer
+    /// claiming too long a delay cannot make a path look faster than it ever was; the first
+    /// sample is taken less the whole delay, lest a delayed first answer set the minimum
+    /// for good. Never zero, which would read as "no sample".
+    fn less_held(&self, r: u32, held_ns: u64) -> u32 {
+        let held = u32::try_from(held_ns).unwrap_or(u32::MAX);
+        match self.min_rtt_ns {
+            m if m != 0 && r < m.saturating_add(held) => r,
+            _ => r.saturating_sub(held).max(1),
+        }
     }
 
     /// Whether the path has been timed, but only by answers that came back by another
@@ -1126,15 +1146,17 @@ impl PathTable {
         rtt_ns: Option<u64>,
         ece: bool,
     ) {
-        self.ack(idx, now_ns, bytes, rtt_ns, true, ece);
+        self.ack(idx, now_ns, bytes, rtt_ns, 0, true, ece);
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn ack(
         &mut self,
         idx: PathIdx,
         now_ns: u64,
         bytes: u32,
         rtt_ns: Option<u64>,
+        held_ns: u64,
         own: bool,
         ece: bool,
     ) {
@@ -1142,9 +1164,7 @@ impl PathTable {
             return;
         };
         p.inflight = p.inflight.saturating_sub(u64::from(bytes));
-        if let Some(r) = rtt_ns {
-            p.rtt.sample(now_ns, r, own);
-        }
+        let rtt_ns = rtt_ns.map(|r| p.rtt.sample(now_ns, r, held_ns, own));
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
         p.released_unheard = false;
@@ -1179,6 +1199,23 @@ impl PathTable {
         rtt_ns: Option<u64>,
         ece: bool,
     ) {
+        self.on_ack_held(idx, via, now_ns, bytes, rtt_ns, 0, ece);
+    }
+
+    /// [`PathTable::on_ack_by_way_of`] for an answer that the peer held for `held_ns` after
+    /// the latest packet it covers arrived (its ACK delay): that time is no part of the
+    /// path's RTT.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_ack_held(
+        &mut self,
+        idx: PathIdx,
+        via: Option<PathIdx>,
+        now_ns: u64,
+        bytes: u32,
+        rtt_ns: Option<u64>,
+        held_ns: u64,
+        ece: bool,
+    ) {
         let Some(p) = self.get(idx) else {
             return;
         };
@@ -1189,12 +1226,12 @@ impl PathTable {
         });
         let first = !p.rtt.own_min;
         if own || first {
-            self.ack(idx, now_ns, bytes, rtt_ns, own, ece);
+            self.ack(idx, now_ns, bytes, rtt_ns, held_ns, own, ece);
         } else {
             if let (Some(p), Some(r)) = (self.get_mut(idx), rtt_ns) {
                 p.rtt.answered(now_ns, r);
             }
-            self.ack(idx, now_ns, bytes, None, false, ece);
+            self.ack(idx, now_ns, bytes, None, 0, false, ece);
         }
     }
 
@@ -1317,7 +1354,7 @@ impl PathTable {
     /// with a fresh congestion controller.
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
-        p.rtt.sample(now_ns, rtt_ns, true);
+        p.rtt.sample(now_ns, rtt_ns, 0, true);
         p.last_heard_ns = now_ns;
         p.released_unheard = false;
         p.probe_outstanding = false;

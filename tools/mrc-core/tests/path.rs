@@ -482,6 +482,38 @@ fn released_bytes_do_not_restart_a_busy_paths_silence_clock() {
     assert_eq!(t.next_timer(MS + 700 * US), Some(2 * MS + 600 * US));
 }
 
+/// An answer the peer held (its ACK delay) times the path without the hold, but it still
+/// answers the packet when it was sent: the hold does not make the peer look as if it had
+/// processed packets sent after that.
+#[test]
+fn held_answers_time_the_path_without_the_hold() {
+    let mut t = primed(2);
+    assert_eq!(t.get(1).unwrap().srtt_ns(), Some(100 * US));
+    // Path 1's packet of 9.5 ms is answered at 11.5 ms after a 1.5 ms hold: a 0.5 ms sample.
+    t.on_sent(0, 10 * MS, 1000, false);
+    t.on_sent(1, 9 * MS + 500 * US, 1000, false);
+    t.on_ack_held(
+        1,
+        Some(1),
+        11 * MS + 500 * US,
+        1000,
+        Some(2 * MS),
+        1500 * US,
+        false,
+    );
+    assert_eq!(t.get(1).unwrap().srtt_ns(), Some(150 * US));
+    assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(100 * US));
+    // Path 0's packet of 10 ms is unanswered a probe timeout (1 ms) later, but the only
+    // answer elsewhere is to a packet sent before it: path 0 is probed, not blamed.
+    let r = t.on_tick(11 * MS + 500 * US);
+    assert!(r.probe.contains(0) && r.changed.is_empty());
+    assert_eq!(t.get(0).unwrap().missed_probes(), 0);
+    // No sample is taken below the minimum RTT, whatever hold the peer claims.
+    t.on_ack_held(1, Some(1), 12 * MS, 0, Some(300 * US), 10 * MS, false);
+    assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(100 * US));
+    assert_eq!(t.get(1).unwrap().srtt_ns(), Some((7 * 150 + 300) * US / 8));
+}
+
 /// A peer catching up after a stall acknowledges what it received first: answers to packets
 /// sent before a path's own unanswered ones are no sign that the path lost them.
 #[test]
