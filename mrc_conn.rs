@@ -1626,6 +1626,18 @@ impl Conn {
         }
     }
 
+    /// Closes the connection for good as the application releases it, like `close()` on a
+    /// TCP socket: with an RST if data it received will never be read, which is
+    /// `unread_delivered` (complete messages it has not read) or any part of a message
+    /// still being received, else with a FIN after every queued message.
+    pub fn release(&mut self, now_ns: u64, unread_delivered: bool) {
+        if unread_delivered || self.rcv_held > 0 {
+            self.abort(now_ns);
+        } else {
+            self.close(now_ns);
+        }
+    }
+
     /// Aborts the connection: sends one RST and closes at once, without error.
     pub fn abort(&mut self, _now_ns: u64) {
         match self.state {

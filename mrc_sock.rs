@@ -1588,10 +1588,10 @@ pub(crate) fn release(sk: &Sock) {
                 inner.rd_shut = true;
                 inner.closed = true;
                 if let Some(s) = inner.sess.as_deref_mut() {
-                    if unread || linger == Some(0) {
+                    if linger == Some(0) {
                         s.conn.abort(now);
                     } else {
-                        s.conn.close(now);
+                        s.conn.release(now, unread);
                     }
                 }
             });

@@ -587,6 +587,46 @@ fn message_is_segmented_and_reassembled() {
     assert_eq!(server.stats().msgs_delivered, 1);
 }
 
+/// Released with part of a message received, the connection resets, as TCP does when
+/// closed with data unread; with nothing held it closes with a FIN.
+#[test]
+fn release_with_part_of_a_message_resets() {
+    let (mut client, mut server) = established();
+    client.send_message(3000).unwrap();
+    let tx = drain(&mut client, MS);
+    assert_eq!(tx.len(), 3);
+    feed(&mut server, MS, &tx[0]);
+    feed(&mut server, MS, &tx[1]);
+    assert!(messages(&events(&mut server)).is_empty());
+    server.release(2 * MS, false);
+    assert_eq!(server.state(), State::Closed(None));
+    let out = drain(&mut server, 2 * MS);
+    assert!(out.iter().any(|p| kind(p) == PacketType::Rst), "RST sent");
+    feed_all(&mut client, 2 * MS, &out);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::Reset)));
+
+    // The whole message arrived and was read: FIN.
+    let (mut client, mut server) = established();
+    client.send_message(3000).unwrap();
+    let tx = drain(&mut client, MS);
+    feed_all(&mut server, MS, &tx);
+    assert_eq!(messages(&events(&mut server)).len(), 1);
+    server.release_recv(3000);
+    server.release(2 * MS, false);
+    assert_eq!(server.state(), State::FinWait);
+    let out = drain(&mut server, 2 * MS);
+    assert!(out.iter().any(|p| kind(p) == PacketType::Fin));
+    assert!(out.iter().all(|p| kind(p) != PacketType::Rst));
+    // Delivered but unread (the socket's queue): RST.
+    let (mut client, mut server) = established();
+    client.send_message(3000).unwrap();
+    feed_all(&mut server, MS, &drain(&mut client, MS));
+    server.release(2 * MS, true);
+    assert!(drain(&mut server, 2 * MS)
+        .iter()
+        .any(|p| kind(p) == PacketType::Rst));
+}
+
 #[test]
 fn delayed_ack_every_second_packet() {
     let (mut client, mut server) = established();
