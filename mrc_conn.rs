@@ -2623,15 +2623,18 @@ impl Conn {
                 let len = wire_len(slot.len);
                 self.paths
                     .on_ack_held(path, from.path, now_ns, len, rtt, from.delay_ns, ece);
-                // An acknowledgement that came back faster than the path's fastest RTT belongs
-                // to an earlier transmission and says nothing about the latest one.
+                // The acknowledgement of a resend may be the original's, which came by
+                // another path: it tells something about the resend only if it came back by
+                // the resend's path (the peer answers by the path of the packet it got last)
+                // and no faster than that path's fastest RTT.
                 let plausible = slot.tx_count == 1
-                    || sample
-                        >= self
-                            .paths
-                            .get(path)
-                            .and_then(|p| p.min_rtt_ns())
-                            .unwrap_or(0);
+                    || (from.path == Some(path)
+                        && sample
+                            >= self
+                                .paths
+                                .get(path)
+                                .and_then(|p| p.min_rtt_ns())
+                                .unwrap_or(0));
                 if plausible {
                     if let Some(r) = self.rack_order.get_mut(path) {
                         *r = (*r).max(slot.tx_order);

@@ -1060,6 +1060,82 @@ fn rack_declares_loss_after_reorder_window_and_retransmits() {
     assert_eq!(messages(&events(&mut server)).len(), 4);
 }
 
+/// The acknowledgement of a packet resent on another path may be the original's: unless it
+/// came back by the resend's path it says nothing about that path, so the packets sent there
+/// before the resend are not declared lost for it.
+#[test]
+fn ack_of_a_resend_by_another_path_does_not_advance_rack_there() {
+    let (mut client, mut server) = established();
+    let second = PathIds {
+        path_id: PATH_ID + 1,
+        plane: 0,
+        entropy: 2,
+    };
+    let p1 = client.paths_mut().add(MS, second, false).unwrap();
+    server.paths_mut().add(MS, second, false).unwrap();
+    let p0 = client.paths().find(PATH_ID).unwrap();
+    // Path 1 is timed like path 0 (its probe answered in 20 us).
+    client.paths_mut().on_probe_ack(p1, MS, 20 * US);
+    let t0 = 2 * MS;
+    // More than path 0's window holds: the rest goes on path 1.
+    for _ in 0..16 {
+        client.send_message(1300).unwrap();
+    }
+    let tx = drain_tx(&mut client, t0);
+    let on = |p| {
+        tx.iter()
+            .filter(move |(t, _)| t.path == p)
+            .collect::<Vec<_>>()
+    };
+    let (on0, on1) = (on(p0), on(p1));
+    assert!(
+        on0.len() >= 2 && !on1.is_empty(),
+        "{} {}",
+        on0.len(),
+        on1.len()
+    );
+    // The first packet on path 0 is held back and the rest of path 0 arrives; path 1's
+    // packets are still on their way.
+    let t1 = t0 + 30 * US;
+    for (_, d) in &on0[1..] {
+        feed(&mut server, t1, d);
+    }
+    feed_all(&mut client, t1 + 30 * US, &drain(&mut server, t1));
+    // Path 0 turns backup, so that the resend goes on path 1.
+    client.paths_mut().set_backup(p0, true);
+    let mut t = t1 + 30 * US;
+    while client.stats().rack_losses == 0 {
+        t = client.next_timeout(t).unwrap();
+        assert!(t < t0 + 100 * US, "nothing declared lost");
+        client.on_timeout(t);
+    }
+    // Path 1's packets may get copies too; the resend of the lost one goes on path 1.
+    let lost = header(&on0[0].1).seq;
+    let retx: Vec<_> = drain_tx(&mut client, t)
+        .into_iter()
+        .filter(|(t, _)| t.data.is_some_and(|d| d.retransmit && d.seq == lost))
+        .collect();
+    assert_eq!(retx.len(), 1);
+    assert_eq!(retx[0].0.path, p1, "resent on path 1");
+    // The original arrives after all, and the peer answers by its path.
+    let late = t0 + 150 * US;
+    feed(&mut server, late, &on0[0].1);
+    let acks = drain(&mut server, late);
+    assert!(!acks.is_empty());
+    assert!(acks.iter().all(|a| header(a).path_id == PATH_ID));
+    feed_all(&mut client, late + 30 * US, &acks);
+    // Path 1's packets, sent before the resend, are overdue by its RTT: had the answer
+    // counted for path 1, those not yet acknowledged would be declared lost now.
+    let end = t0 + 400 * US;
+    let mut t = late + 30 * US;
+    while let Some(next) = client.next_timeout(t).filter(|&n| n < end) {
+        t = next.max(t + 1);
+        client.on_timeout(t);
+    }
+    client.on_timeout(end);
+    assert_eq!(client.stats().rack_losses, 1, "{:?}", client.stats());
+}
+
 #[test]
 fn late_original_cancels_retransmission() {
     let (mut client, mut server) = established();
