@@ -2609,7 +2609,7 @@ impl Conn {
                 let (path, bytes) = (usize::from(slot.path), wire_len(slot.len));
                 if from.path == Some(path) {
                     self.paths
-                        .on_ack_by_way_of(path, from.path, now_ns, bytes, None, false);
+                        .on_ack_by_way_of(path, from.path, now_ns, bytes, None, 0, false);
                 } else {
                     self.paths.on_released(path, bytes);
                 }
@@ -2622,7 +2622,7 @@ impl Conn {
                 let rtt = (slot.tx_count == 1).then_some(sample);
                 let len = wire_len(slot.len);
                 self.paths
-                    .on_ack_held(path, from.path, now_ns, len, rtt, from.delay_ns, ece);
+                    .on_ack_by_way_of(path, from.path, now_ns, len, rtt, from.delay_ns, ece);
                 // The acknowledgement of a resend may be the original's, which came by
                 // another path: it tells something about the resend only if it came back by
                 // the resend's path (the peer answers by the path of the packet it got last)
@@ -2815,7 +2815,7 @@ impl Conn {
                 self.stats.spurious_hedges = self.stats.spurious_hedges.saturating_add(1);
                 let rtt = now_ns.saturating_sub(e.sent_ns);
                 self.paths
-                    .on_ack_by_way_of(path, from.path, now_ns, 0, Some(rtt), false);
+                    .on_ack_by_way_of(path, from.path, now_ns, 0, Some(rtt), 0, false);
                 self.widen(now_ns, path, true);
             } else {
                 self.on_spurious_loss(now_ns, path);

@@ -1190,23 +1190,11 @@ impl PathTable {
     /// a path that has no sample by its own plane yet, and its minimum RTT, which the first
     /// such sample replaces; after that it times nothing, and the acknowledgement counts
     /// for the congestion controller without a sample.
-    pub fn on_ack_by_way_of(
-        &mut self,
-        idx: PathIdx,
-        via: Option<PathIdx>,
-        now_ns: u64,
-        bytes: u32,
-        rtt_ns: Option<u64>,
-        ece: bool,
-    ) {
-        self.on_ack_held(idx, via, now_ns, bytes, rtt_ns, 0, ece);
-    }
-
-    /// [`PathTable::on_ack_by_way_of`] for an answer that the peer held for `held_ns` after
-    /// the latest packet it covers arrived (its ACK delay): that time is no part of the
-    /// path's RTT.
+    ///
+    /// `held_ns` is how long the peer held the answer after the latest packet it covers
+    /// arrived (its ACK delay): that time is no part of the path's RTT.
     #[allow(clippy::too_many_arguments)]
-    pub fn on_ack_held(
+    pub fn on_ack_by_way_of(
         &mut self,
         idx: PathIdx,
         via: Option<PathIdx>,

@@ -56,8 +56,9 @@
 //!   MRC ports of the sender and of the receiver: a socket address is an IP address and a
 //!   16-bit MRC port, and a listener picks the socket for a SYN by its `dst_port`.
 //! - ACK ([`Sack`]): `dsack` u64, `base` u64, `rwnd` u32, `delay` u32, bitmap length u16
-//!   (bytes, at most [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte `i / 8`, bit `i % 8`
-//!   counted from the least significant bit) set means packet `base + i` has arrived. `base`
+//!   (bytes, at most [`MAX_SACK_BYTES`]), then the bitmap. Bit `i` of the bitmap (byte
+//!   `i / 8`, bit `i % 8` counted from the least significant bit) set means packet `base + i`
+//!   has arrived. `base`
 //!   must not be below the header's `ack_num`. `dsack` is one more than the sequence number of
 //!   a duplicate DATA or FIN that arrived since the previous ACK (a D-SACK, RFC 2883), or 0: it
 //!   tells the sender which of its retransmissions were needless. `rwnd` is the right edge of
@@ -67,7 +68,7 @@
 //!   overtaking a newer one on a faster path. `delay` is how long, in nanoseconds (saturating),
 //!   the receiver held the ACK after the latest packet it acknowledges arrived (a delayed ACK
 //!   waiting for a second packet or its timer): the sender takes it off the RTT samples the ACK
-//!   gives, as QUIC's ACK Delay, but never below the path's minimum RTT.
+//!   gives, as QUIC's ACK Delay, but not below the path's minimum RTT once it has one.
 //! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
 //! - FIN, RST: empty.

@@ -11,7 +11,7 @@ use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
     SendError, SendLimit, State, Transmit, MIN_TX_BUF, WINDOW,
 };
-use mrc_core::mrc_path::{PathConfig, PathIds, PathState};
+use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState};
 use mrc_core::mrc_proto::{
     self, decode, Body, Endpoint, Flags, Handshake, Header, PacketType, Sack, HEADER_LEN,
 };
@@ -172,6 +172,18 @@ fn established() -> (Box<Conn>, Box<Conn>) {
 }
 
 /// Drives both cores until neither has anything to send, delivering every packet at `now`.
+/// Adds a second path (id `PATH_ID + 1`, on `plane`) to both ends at 1 ms; returns the
+/// client's index of it.
+fn add_second_path(client: &mut Conn, server: &mut Conn, plane: u8) -> PathIdx {
+    let second = PathIds {
+        path_id: PATH_ID + 1,
+        plane,
+        entropy: 2,
+    };
+    server.paths_mut().add(MS, second, false).unwrap();
+    client.paths_mut().add(MS, second, false).unwrap()
+}
+
 fn exchange(a: &mut Conn, b: &mut Conn, now: u64) {
     for _ in 0..1000 {
         let x = drain(a, now);
@@ -872,13 +884,7 @@ fn ece_cuts_only_the_marked_path() {
     let mut cfg = ConnConfig::default();
     cfg.path.cc = CcKind::Reno;
     let (mut client, mut server) = established_with(cfg, cfg);
-    let second = PathIds {
-        path_id: PATH_ID + 1,
-        plane: 1,
-        entropy: 2,
-    };
-    let marked = client.paths_mut().add(MS, second, false).unwrap();
-    server.paths_mut().add(MS, second, false).unwrap();
+    let marked = add_second_path(&mut client, &mut server, 1);
     let clean = client.paths().find(PATH_ID).unwrap();
     // Grow both windows past the floor on clean round trips first.
     let mut now = 2 * MS;
@@ -1066,13 +1072,7 @@ fn rack_declares_loss_after_reorder_window_and_retransmits() {
 #[test]
 fn ack_of_a_resend_by_another_path_does_not_advance_rack_there() {
     let (mut client, mut server) = established();
-    let second = PathIds {
-        path_id: PATH_ID + 1,
-        plane: 0,
-        entropy: 2,
-    };
-    let p1 = client.paths_mut().add(MS, second, false).unwrap();
-    server.paths_mut().add(MS, second, false).unwrap();
+    let p1 = add_second_path(&mut client, &mut server, 0);
     let p0 = client.paths().find(PATH_ID).unwrap();
     // Path 1 is timed like path 0 (its probe answered in 20 us).
     client.paths_mut().on_probe_ack(p1, MS, 20 * US);
@@ -1333,13 +1333,7 @@ fn rto_rearms_on_progress() {
 #[test]
 fn retransmission_moves_to_another_path() {
     let (mut client, mut server) = established();
-    let second = PathIds {
-        path_id: PATH_ID + 1,
-        plane: 1,
-        entropy: 2,
-    };
-    let idx = client.paths_mut().add(MS, second, false).unwrap();
-    server.paths_mut().add(MS, second, false).unwrap();
+    let idx = add_second_path(&mut client, &mut server, 1);
     for _ in 0..20 {
         client.send_message(1000).unwrap();
     }

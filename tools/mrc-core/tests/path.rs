@@ -492,7 +492,7 @@ fn held_answers_time_the_path_without_the_hold() {
     // Path 1's packet of 9.5 ms is answered at 11.5 ms after a 1.5 ms hold: a 0.5 ms sample.
     t.on_sent(0, 10 * MS, 1000, false);
     t.on_sent(1, 9 * MS + 500 * US, 1000, false);
-    t.on_ack_held(
+    t.on_ack_by_way_of(
         1,
         Some(1),
         11 * MS + 500 * US,
@@ -509,7 +509,7 @@ fn held_answers_time_the_path_without_the_hold() {
     assert!(r.probe.contains(0) && r.changed.is_empty());
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
     // No sample is taken below the minimum RTT, whatever hold the peer claims.
-    t.on_ack_held(1, Some(1), 12 * MS, 0, Some(300 * US), 10 * MS, false);
+    t.on_ack_by_way_of(1, Some(1), 12 * MS, 0, Some(300 * US), 10 * MS, false);
     assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(100 * US));
     assert_eq!(t.get(1).unwrap().srtt_ns(), Some((7 * 150 + 300) * US / 8));
 }
@@ -1247,7 +1247,7 @@ fn timed_across_planes() -> PathTable {
     let mut t = table(2);
     t.on_probe_ack(0, 0, 20 * MS);
     t.on_sent(1, 10 * MS, 1000, false);
-    t.on_ack_by_way_of(1, Some(0), 12 * MS, 1000, Some(2 * MS), false);
+    t.on_ack_by_way_of(1, Some(0), 12 * MS, 1000, Some(2 * MS), 0, false);
     t
 }
 
@@ -1265,7 +1265,7 @@ fn answer_by_another_plane_only_starts_a_path() {
     // The planes' own minimums, 20 ms and 5 ms, are within ALIKE_PLANES_NS: an answer by
     // path 0 times path 1 again.
     t.on_sent(1, 30 * MS, 1000, false);
-    t.on_ack_by_way_of(1, Some(0), 34 * MS, 1000, Some(4 * MS), false);
+    t.on_ack_by_way_of(1, Some(0), 34 * MS, 1000, Some(4 * MS), 0, false);
     assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(4 * MS));
     // Once they are not (path 0's own minimum 40 ms below path 1's), it no longer does:
     // path 1's minimum and smoothed RTT stay its own, though the bytes count as
@@ -1274,7 +1274,7 @@ fn answer_by_another_plane_only_starts_a_path() {
     t.on_probe_ack(1, 25 * MS, 60 * MS);
     let before = t.get(1).unwrap().srtt_ns();
     t.on_sent(1, 30 * MS, 1000, false);
-    t.on_ack_by_way_of(1, Some(0), 31 * MS, 1000, Some(MS), false);
+    t.on_ack_by_way_of(1, Some(0), 31 * MS, 1000, Some(MS), 0, false);
     let p = t.get(1).unwrap();
     assert_eq!((p.min_rtt_ns(), p.srtt_ns()), (Some(60 * MS), before));
     assert_eq!((p.inflight(), p.counters().bytes_acked), (0, 2000));

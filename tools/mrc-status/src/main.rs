@@ -638,10 +638,14 @@ mod tests {
 
     #[test]
     fn param_commands() {
-        let c = parse(&["param", "set", "heartbeat_ms", "5"]).unwrap();
-        let Some(Command::Param(ParamCmd::Set(p))) = c.command else {
-            panic!("not param set");
+        let param_set = |args: &[&str]| {
+            let c = parse(args).unwrap();
+            let Some(Command::Param(ParamCmd::Set(p))) = c.command else {
+                panic!("not param set");
+            };
+            p
         };
+        let p = param_set(&["param", "set", "heartbeat_ms", "5"]);
         assert_eq!(p.name, ParamName::HeartbeatMs);
         assert_eq!(
             param_attrs(&p).unwrap(),
@@ -659,10 +663,7 @@ mod tests {
             Some("reno")
         );
 
-        let c = parse(&["param", "set", "data_per_idle_probe", "0"]).unwrap();
-        let Some(Command::Param(ParamCmd::Set(p))) = c.command else {
-            panic!("not param set");
-        };
+        let p = param_set(&["param", "set", "data_per_idle_probe", "0"]);
         assert_eq!(p.name, ParamName::DataPerIdleProbe);
         assert_eq!(
             param_attrs(&p).unwrap(),
