@@ -65,5 +65,21 @@ resolve() {
 echo "== hottest symbols (self time, share of all CPU samples), with callers"
 perf report -i "$data" --no-children --sort sym --stdio -g caller,0.5,callee --percent-limit 0.5 2>/dev/null |
 	grep -v '^#' | grep -v '^$' | resolve | head -n 150
+echo "== module functions (self time, share of the busy CPU samples: all but the idle loop)"
+# Each sample's own address, matched to the [mrc] symbol at or below it.
+perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
+	NR == FNR { a[NR] = $1; s[NR] = $3; n = NR; next }
+	{
+		if ($2 ~ /^(default_idle|poll_idle|cpu_idle_poll)/) next
+		total++
+		addr = $1
+		while (length(addr) < 16) addr = "0" addr
+		best = ""
+		for (i = 1; i <= n; i++)
+			if (a[i] <= addr && substr(a[i], 1, 11) == substr(addr, 1, 11)) best = s[i]
+		if (best != "") c[best]++
+	}
+	END { for (f in c) printf "%7.2f%%  %s\n", 100 * c[f] / total, f }' /tmp/mrc.syms - |
+	sort -rn | head -n 30
 echo "== by object"
 perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep '%' | head -n 12
