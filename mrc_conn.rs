@@ -3331,6 +3331,15 @@ impl Conn {
         }
     }
 
+    /// Reports that the glue could not send a packet on path `idx` at all (see
+    /// [`PathTable::on_send_error`]): the path is Failed at once and what it had in flight is
+    /// resent on the other paths.
+    pub fn on_send_error(&mut self, now_ns: u64, idx: PathIdx) {
+        if self.paths.on_send_error(idx, now_ns).is_some() {
+            self.evacuate_path(now_ns, idx);
+        }
+    }
+
     /// Declares lost everything in flight on a path that left Active, so it is resent
     /// elsewhere at once instead of after a timeout.
     fn evacuate_path(&mut self, now_ns: u64, idx: PathIdx) {

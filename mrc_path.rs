@@ -241,6 +241,9 @@ pub enum StateReason {
     ProbeTimeout,
     /// A probe was answered.
     ProbeAnswered,
+    /// Sending on the path failed locally: no route to the peer's address, or the path's
+    /// interface is down.
+    LocalDown,
 }
 
 /// Identity of a path on the wire.
@@ -1349,6 +1352,21 @@ impl PathTable {
         p.missed_probes = 0;
         p.consecutive_losses = 0;
         p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered)
+    }
+
+    /// Reports that a packet could not be sent on a path at all: the host has no route to
+    /// the peer's address from the path's local address, or the path's interface is down.
+    ///
+    /// Nothing sent on the path can arrive, so it is Failed at once rather than after the
+    /// probes a silent path takes. It comes back as any Failed path does, when a probe is
+    /// answered; its probes keep their backoff, and each one that cannot be sent counts as
+    /// missed.
+    pub fn on_send_error(&mut self, idx: PathIdx, now_ns: u64) -> Option<Transition> {
+        let p = self.get_mut(idx)?;
+        if p.state == PathState::Failed {
+            return None;
+        }
+        p.set_state(now_ns, PathState::Failed, StateReason::LocalDown)
     }
 
     /// Returns when the path next needs the failure detector's attention.

@@ -14,8 +14,14 @@
 //!   spinlock taken with bottom halves disabled, which guards the connection
 //!   core and its buffers. Nothing sleeps or allocates with `GFP_KERNEL`
 //!   under it.
-//! - Lock order: socket lock, then `inner`, then the namespace's socket
-//!   table. Softirq looks a socket up in the table and drops the table lock
+//! - Whoever holds `inner` to process packets (input, the timer, a socket
+//!   call) marks it [`MrcSock::busy`]. Softirq input that finds it busy
+//!   queues its packet on [`MrcSock::backlog`] for that holder instead of
+//!   spinning on the lock, as TCP does for a socket owned by its user: the
+//!   holder takes the queued packets before it unlocks and checks again
+//!   after, so none is left behind ([`process`]).
+//! - Lock order: socket lock, then `inner`, then `backlog`, then the
+//!   namespace's socket table. Softirq looks a socket up in the table and drops the table lock
 //!   before it takes `inner`. No two `inner` locks are ever held together.
 //!
 //! # Lifetime
@@ -41,6 +47,7 @@
 //! Only complete messages are ever in the receive queue.
 
 use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
@@ -89,6 +96,10 @@ const MAX_TX_PER_DRIVE: u32 = 64;
 /// Shortest time from now the connection timer is armed for.
 const MIN_TIMER_NS: u64 = 100_000;
 
+/// Most packets a socket's [`Backlog`] holds; input that finds it full
+/// waits for the lock instead.
+const BACKLOG: usize = 64;
+
 /// Most connections a listener keeps waiting for `accept`.
 const MAX_BACKLOG: usize = 4096;
 
@@ -126,6 +137,20 @@ struct PathAddr {
     /// Interface the path's packets leave by (its local endpoint's); 0
     /// lets routing choose.
     oif: u32,
+}
+
+impl PathAddr {
+    /// Where the path's packets go, tagged `tag`.
+    fn dest(&self, tag: u8) -> TxDest {
+        TxDest {
+            src: self.local,
+            dst: self.remote,
+            sport: self.sport,
+            dport: self.dport,
+            oif: self.oif,
+            tag,
+        }
+    }
 }
 
 /// The endpoints a connection offers in its handshake, in table order.
@@ -185,6 +210,29 @@ struct After {
     parent_lost: Option<SockRef>,
     /// Packets to send once the lock is released.
     tx: TxChain,
+}
+
+/// Destinations [`finish`] could not send to at all, whose paths fail
+/// at once ([`Conn::on_send_error`]). Beyond the first few, a path is
+/// failed by its next packet.
+#[derive(Default)]
+struct Unreachable {
+    dests: [Option<TxDest>; 4],
+}
+
+impl Unreachable {
+    fn add(&mut self, d: &TxDest) {
+        if self.dests.iter().flatten().any(|x| x.same_path(d)) {
+            return;
+        }
+        if let Some(free) = self.dests.iter_mut().find(|x| x.is_none()) {
+            *free = Some(*d);
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.dests.iter().all(Option::is_none)
+    }
 }
 
 /// The state [`MrcSock::inner`] guards.
@@ -253,11 +301,60 @@ impl Opts {
     }
 }
 
+/// A received packet that found its connection busy, with what input
+/// learnt of it before: when it arrived and its ECN mark.
+struct Deferred {
+    skb: SkBuff,
+    now: u64,
+    ce: bool,
+}
+
+/// Packets input left for the holder of a busy connection, oldest first.
+struct Backlog {
+    ring: [Option<Deferred>; BACKLOG],
+    head: usize,
+    len: usize,
+}
+
+impl Backlog {
+    /// Queues `d`, or hands it back when full.
+    fn push(&mut self, d: Deferred) -> core::result::Result<(), Deferred> {
+        if self.len >= BACKLOG {
+            return Err(d);
+        }
+        match self.ring.get_mut((self.head + self.len) % BACKLOG) {
+            Some(slot) => {
+                *slot = Some(d);
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(d),
+        }
+    }
+
+    /// Takes the oldest packet.
+    fn pop(&mut self) -> Option<Deferred> {
+        if self.len == 0 {
+            return None;
+        }
+        let d = self.ring.get_mut(self.head).and_then(Option::take);
+        self.head = (self.head + 1) % BACKLOG;
+        self.len -= 1;
+        d
+    }
+}
+
 /// State of one MRC socket, stored after its `struct sock`.
 #[pin_data]
 pub(crate) struct MrcSock {
     #[pin]
     inner: SpinLockBh<Inner>,
+    /// Set, under `inner`, while a CPU processes packets with it held.
+    /// Read under `backlog` by input that would otherwise wait for `inner`.
+    busy: AtomicBool,
+    /// Packets that arrived while `inner` was busy, for its holder.
+    #[pin]
+    backlog: SpinLockBh<Backlog>,
 }
 
 impl MrcSock {
@@ -305,6 +402,15 @@ impl MrcSock {
                     },
                 },
                 "mrc_sock"
+            ),
+            busy: AtomicBool::new(false),
+            backlog <- new_spinlock_bh!(
+                Backlog {
+                    ring: [const { None }; BACKLOG],
+                    head: 0,
+                    len: 0,
+                },
+                "mrc_sock_backlog"
             ),
         })
     }
@@ -508,6 +614,23 @@ impl Session {
         }
     }
 
+    /// Fails the paths whose packets could not be sent at all.
+    fn local_down(&mut self, now: u64, down: &Unreachable) {
+        for d in down.dests.iter().flatten() {
+            for idx in 0..MAX_PATHS {
+                let hit = self
+                    .paths
+                    .get(idx)
+                    .copied()
+                    .flatten()
+                    .is_some_and(|p| p.dest(0).same_path(d));
+                if hit {
+                    self.conn.on_send_error(now, idx);
+                }
+            }
+        }
+    }
+
     /// Builds what `poll_transmit` planned and queues it on `chain`.
     fn transmit(&mut self, net: &MrcNet, chain: &mut TxChain, tx: &Transmit, now: u64) {
         let len = match tx.data {
@@ -534,15 +657,7 @@ impl Session {
         };
         let addr = self.paths.get(tx.path).copied().flatten();
         if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
-            let dest = TxDest {
-                src: p.local,
-                dst: p.remote,
-                sport: p.sport,
-                dport: p.dport,
-                oif: p.oif,
-                tag: tx.kind.index() as u8,
-            };
-            net.queue(chain, dest, pkt);
+            net.queue(chain, p.dest(tx.kind.index() as u8), pkt);
             if tx.kind == PacketType::Probe {
                 if let Some(Some(peer)) = self.peers.get(tx.path) {
                     peer.probed(now);
@@ -612,6 +727,7 @@ impl Session {
                 StateReason::LossBurst => nl::MRC_PATH_STATE_REASON_LOSS_BURST,
                 StateReason::ProbeTimeout => nl::MRC_PATH_STATE_REASON_PROBE_TIMEOUT,
                 StateReason::ProbeAnswered => nl::MRC_PATH_STATE_REASON_PROBE_ANSWERED,
+                StateReason::LocalDown => nl::MRC_PATH_STATE_REASON_LOCAL_DOWN,
             };
             sk.notify(nl::MRC_CMD_PATH_STATE_CHANGE, |m| {
                 m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
@@ -777,9 +893,11 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
     after
 }
 
-/// Acts on what [`drive`] asked for, with `inner` unlocked.
-fn finish(sk: &Sock, after: After) {
-    sk.mrc_net().flush(after.tx);
+/// Acts on what [`drive`] asked for, with `inner` unlocked; returns where
+/// packets could not be sent at all.
+fn finish(sk: &Sock, after: After) -> Unreachable {
+    let mut down = Unreachable::default();
+    sk.mrc_net().flush(after.tx, |d| down.add(d));
     if after.state {
         sk.state_change();
     }
@@ -799,20 +917,120 @@ fn finish(sk: &Sock, after: After) {
         let mut l = parent.state().inner.lock();
         l.children = l.children.saturating_sub(1);
     }
+    down
 }
 
 /// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`].
 fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
-    let net = sk.mrc_net();
-    let now = mrc_sys::now_ns();
+    process(sk, sk.mrc_net(), mrc_sys::now_ns(), f)
+}
+
+/// Runs `f` on the locked state of `sk` marked busy, then the packets input
+/// queued on the backlog meanwhile, then [`drive`]; then [`finish`] with the
+/// lock released, and the same again for packets queued after the last look.
+///
+/// Input queues a packet only while it sees `busy` under the backlog lock,
+/// and the holder clears `busy` before it looks at the backlog under that
+/// lock; so either the holder's last look sees the packet, or input sees
+/// `busy` clear and processes the packet itself.
+fn process<R>(sk: &Sock, net: &MrcNet, now: u64, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
+    let st = sk.state();
     let (r, after) = {
-        let mut inner = sk.state().inner.lock();
+        let mut inner = st.inner.lock();
+        st.busy.store(true, Ordering::Relaxed);
         let r = f(&mut inner, now);
+        let now = take_backlog(sk, net, &mut inner, now);
         let after = drive(sk, net, &mut inner, now);
+        st.busy.store(false, Ordering::Relaxed);
         (r, after)
     };
-    finish(sk, after);
+    let mut down = finish(sk, after);
+    // Each round fails paths that were not Failed, or finds packets queued
+    // on the backlog meanwhile.
+    while !down.is_empty() || st.backlog.lock().len > 0 {
+        let after = {
+            let mut inner = st.inner.lock();
+            st.busy.store(true, Ordering::Relaxed);
+            let now = mrc_sys::now_ns();
+            if let Some(s) = inner.sess.as_deref_mut().filter(|_| !down.is_empty()) {
+                s.local_down(now, &down);
+            }
+            let now = take_backlog(sk, net, &mut inner, now);
+            let after = drive(sk, net, &mut inner, now);
+            st.busy.store(false, Ordering::Relaxed);
+            after
+        };
+        down = finish(sk, after);
+    }
     r
+}
+
+/// Processes the packets on the backlog (`inner` held); returns the latest
+/// of `now` and their arrival times, the time to go on with.
+fn take_backlog(sk: &Sock, net: &MrcNet, inner: &mut Inner, mut now: u64) -> u64 {
+    loop {
+        let Some(d) = sk.state().backlog.lock().pop() else {
+            return now;
+        };
+        now = now.max(d.now);
+        let data = d.skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
+        // Input verified the packet before it queued it, and it has not
+        // changed since.
+        if let Ok(pkt) = mrc_proto::decode_verified(data) {
+            let store = handle(inner, net, &pkt, now, d.ce);
+            keep(inner, d.skb, store);
+        }
+    }
+}
+
+/// Hands a decoded packet to the connection core (`inner` held); returns
+/// where to keep its payload, if it is new data.
+fn handle(
+    inner: &mut Inner,
+    net: &MrcNet,
+    pkt: &mrc_proto::Packet<'_>,
+    now: u64,
+    ce: bool,
+) -> Option<(u64, u32)> {
+    if inner.dead {
+        return None;
+    }
+    let s = inner.sess.as_deref_mut()?;
+    s.heard_on(pkt.header.path_id, now);
+    match s.conn.handle_packet_ecn(now, pkt, ce) {
+        Input::Store { seq } => {
+            // Counted here, like the connection's `ce_received`, so a
+            // duplicate of a marked packet is not counted twice.
+            if ce {
+                net.count_ecn_ce();
+            }
+            let payload_len = match pkt.body {
+                Body::Data(d) => d.len() as u32,
+                _ => 0,
+            };
+            Some((seq, payload_len))
+        }
+        Input::Dropped(why) => {
+            net.count_conn_drop(why);
+            None
+        }
+        Input::Consumed => None,
+    }
+}
+
+/// Keeps the payload of a new DATA packet under its sequence number, as
+/// [`handle`] found it (`inner` held).
+fn keep(inner: &mut Inner, mut skb: SkBuff, store: Option<(u64, u32)>) {
+    let (Some((seq, payload_len)), Some(s)) = (store, inner.sess.as_deref_mut()) else {
+        return;
+    };
+    // Keep only the payload.
+    if skb.pull_front(skb.len().saturating_sub(payload_len)) {
+        skb.clean();
+        if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
+            *slot = Some(skb);
+        }
+    }
 }
 
 /// A packet for a registered session, in softirq. `skb.data` is at the UDP
@@ -821,7 +1039,6 @@ fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
 /// timer take that lock too, for every packet of the connection's paths.
 pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
     let now = mrc_sys::now_ns();
-    let total = skb.len();
     let ce = skb.ecn_ce();
     let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
     let pkt = match mrc_proto::decode(data) {
@@ -831,52 +1048,41 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         }
         Ok(pkt) => pkt,
     };
-    let payload_len = match pkt.body {
-        Body::Data(d) => d.len() as u32,
-        _ => 0,
-    };
     if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
         net.count_ecn_echo();
     }
-    let after = {
-        let mut inner = sk.state().inner.lock();
-        if inner.dead {
-            return;
-        }
-        let Some(s) = inner.sess.as_deref_mut() else {
-            return;
-        };
-        s.heard_on(pkt.header.path_id, now);
-        let res = s.conn.handle_packet_ecn(now, &pkt, ce);
-        match res {
-            Input::Store { seq } => {
-                // Counted here, like the connection's `ce_received`, so a
-                // duplicate of a marked packet is not counted twice.
-                if ce {
-                    net.count_ecn_ce();
-                }
-                // Keep only the payload.
-                if skb.pull_front(total - payload_len) {
-                    skb.clean();
-                    if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
-                        *slot = Some(skb);
-                    }
-                }
+    let st = sk.state();
+    if st.busy.load(Ordering::Relaxed) {
+        // Another CPU is processing this connection's packets: leave this
+        // one to it rather than wait.
+        skb.clean();
+        let mut backlog = st.backlog.lock();
+        match backlog.push(Deferred { skb, now, ce }) {
+            Ok(()) if st.busy.load(Ordering::Relaxed) => {
+                net.count_deferred();
+                return;
             }
-            Input::Dropped(why) => net.count_conn_drop(why),
-            Input::Consumed => {}
+            Ok(()) => {
+                // The holder is done and may have looked already.
+                drop(backlog);
+                process(sk, net, now, |_, _| ());
+                return;
+            }
+            Err(d) => skb = d.skb,
         }
-        drive(sk, net, &mut inner, now)
-    };
-    finish(sk, after);
+    }
+    process(sk, net, now, |inner, now| {
+        let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
+        if let Ok(pkt) = mrc_proto::decode_verified(data) {
+            let store = handle(inner, net, &pkt, now, ce);
+            keep(inner, skb, store);
+        }
+    });
 }
 
 /// The socket's timer fired (softirq).
 pub(crate) fn timer(sk: &Sock) {
-    let net = sk.mrc_net();
-    let now = mrc_sys::now_ns();
-    let after = {
-        let mut inner = sk.state().inner.lock();
+    process(sk, sk.mrc_net(), mrc_sys::now_ns(), |inner, now| {
         inner.timer_at = None;
         if inner.dead {
             return;
@@ -885,9 +1091,7 @@ pub(crate) fn timer(sk: &Sock) {
             s.share_liveness(now);
             s.conn.on_timeout(now);
         }
-        drive(sk, net, &mut inner, now)
-    };
-    finish(sk, after);
+    });
 }
 
 /// The socket's work item (process context): a listener finishes the
@@ -1099,6 +1303,8 @@ fn destroy(sk: &Sock) {
         inner.dead = true;
         (inner.sid.take(), inner.sess.take())
     };
+    // Whoever takes a packet queued later drops it: the connection is dead.
+    while sk.state().backlog.lock().pop().is_some() {}
     // `dead` keeps the timer from being armed again; wait for a running one.
     sk.cancel_timer();
     if let Some(sid) = sid {
@@ -1396,9 +1602,7 @@ pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
             return Err(pipe(flags));
         }
     }
-    let mut buf = KVVec::from_elem(0u8, len, GFP_KERNEL)?;
-    msg.copy_in(&mut buf)?;
-    let mut buf = Some(buf);
+    let mut buf = Some(msg.copy_in_new(len)?);
     let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
     let mut result: Result<i32> = Err(EAGAIN);
     let waited = guard.wait(&mut timeo, || {

@@ -552,7 +552,7 @@ struct OpenBatch {
 
 impl TxDest {
     /// Whether packets to `self` and to `other` take the same path.
-    fn same_path(&self, other: &TxDest) -> bool {
+    pub(crate) fn same_path(&self, other: &TxDest) -> bool {
         self.src == other.src
             && self.dst == other.dst
             && self.sport == other.sport
@@ -962,6 +962,13 @@ impl UdpTunnel {
             }
             _ => Err(err::address_family_not_supported()),
         }
+    }
+
+    /// Whether an error of [`Self::xmit`] means that the host cannot send
+    /// to that destination from that source at all: no route, an interface
+    /// down, a local address gone. Not a lack of memory, which passes.
+    pub(crate) fn is_local_down(e: Error) -> bool {
+        e != ENOMEM && e != errno(bindings::ENOBUFS)
     }
 
     /// Returns the local address routing would send from to reach `dst`,
@@ -2283,13 +2290,25 @@ impl Msg {
         unsafe { (*self.0.as_ptr()).msg_flags |= flags as c_uint };
     }
 
-    /// Copies the next `dst.len()` bytes of the user's data into `dst`.
-    pub(crate) fn copy_in(&mut self, dst: &mut [u8]) -> Result {
-        let len = c_int::try_from(dst.len()).map_err(|_| EINVAL)?;
-        // SAFETY: `dst` is writable for `len` bytes; may fault and sleep.
+    /// Copies the next `len` bytes of the user's data into a new buffer,
+    /// which is not written before (no zeroing of what is about to be
+    /// overwritten).
+    pub(crate) fn copy_in_new(&mut self, len: usize) -> Result<KVVec<u8>> {
+        let n = c_int::try_from(len).map_err(|_| EINVAL)?;
+        let mut buf = KVVec::with_capacity(len, GFP_KERNEL)?;
+        let dst = buf.spare_capacity_mut();
+        if dst.len() < len {
+            return Err(ENOMEM);
+        }
+        // SAFETY: `dst` is writable for at least `len` bytes; may fault and
+        // sleep, which process context allows.
         to_result(unsafe {
-            bindings::mrc_memcpy_from_msg(dst.as_mut_ptr().cast(), self.0.as_ptr(), len)
-        })
+            bindings::mrc_memcpy_from_msg(dst.as_mut_ptr().cast(), self.0.as_ptr(), n)
+        })?;
+        // SAFETY: the copy succeeded, so the first `len` bytes, within the
+        // capacity, are initialised.
+        unsafe { buf.set_len(len) };
+        Ok(buf)
     }
 
     /// Copies `len` bytes of `skb` from `offset` to the user.
@@ -2473,6 +2492,8 @@ pub(crate) mod nl {
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_LOSS_BURST;
     pub(crate) const MRC_PATH_STATE_REASON_PROBE_TIMEOUT: u32 =
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_PROBE_TIMEOUT;
+    pub(crate) const MRC_PATH_STATE_REASON_LOCAL_DOWN: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_LOCAL_DOWN;
     /// Connection states.
     pub(crate) const MRC_CONN_STATE_IDLE: u32 = super::bindings::mrc_conn_state_MRC_CONN_STATE_IDLE;
     pub(crate) const MRC_CONN_STATE_SYN_SENT: u32 =

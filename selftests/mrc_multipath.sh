@@ -55,14 +55,15 @@ at_progress() {
 }
 
 # plane2_failed: whether the monitor has seen every path of plane 2 (the
-# ids in $planes) fail for lack of answers.
+# ids in $planes) fail, for lack of answers or because B could not send on
+# it.
 plane2_failed() {
 	$MRC_PY - "$tmp/events" "$planes" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 want = {int(i) for i in sys.argv[2].split()[0].split("=")[1].split(",")}
 failed = {e["path_id"] for e in ev if e["event"] == "path_state_change"
-          and e["new_state"] == "failed" and e["reason"] == "probe_timeout"}
+          and e["new_state"] == "failed" and e["reason"] in ("probe_timeout", "local_down")}
 sys.exit(0 if want <= failed else 1)
 PY
 }
@@ -248,8 +249,10 @@ back_share=$(share 2 "$back" "$back_end")
 echo "# plane 2 carried $back_share % of the bytes after it came back"
 mrc_check "plane 2 carries traffic again after coming back" 1 $((back_share >= 5))
 # The monitor: connection events, and which paths failed for lack of
-# answers (probe_timeout). Plane 2's failed and came back; plane 3's and
-# the blackholed EV failed; plane 1 and the rest of plane 4 never did.
+# answers (probe_timeout) or because B could not send on them (local_down).
+# Plane 2's failed and came back, at least one of them at once when B
+# found it could not send (its link is B's); plane 3's and the blackholed
+# EV failed for lack of answers; plane 1 and the rest of plane 4 never did.
 ev=$($MRC_PY - "$tmp/events" "$planes" "${fault_t:-0}" "$tmp/timeline" "$tmp/stalls" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
@@ -261,11 +264,12 @@ evp = int(f["ev"].split(":")[0])
 kinds = {e["event"] for e in ev}
 ch = [e for e in ev if e["event"] == "path_state_change"]
 failed = {e["path_id"] for e in ch if e["new_state"] == "failed" and e["reason"] == "probe_timeout"}
+down = {e["path_id"] for e in ch if e["new_state"] == "failed" and e["reason"] == "local_down"}
 back = {e["path_id"] for e in ch if e["new_state"] == "active" and e["reason"] == "probe_answered"}
 ids = lambda s: ",".join(map(str, sorted(s))) or "none"
 print("established" if "conn_established" in kinds else "no-established",
       "closed" if "conn_closed" in kinds else "no-closed",
-      "plane2-failed" if plane2 <= failed else f"failed={ids(failed)}",
+      "plane2-failed" if plane2 <= failed | down else f"failed={ids(failed | down)}",
       "plane2-back" if plane2 <= back else f"back={ids(back)}",
       "plane3-failed" if plane3 <= failed else f"failed={ids(failed)}", end=" ")
 # A path of an untouched plane that failed while an emulated CPU stood
@@ -287,13 +291,15 @@ def excused(pid):
         elif e["new_state"] == "active":
             since = None
     return True
-others = failed - plane2 - plane3 - {evp}
-stalled = {i for i in others if excused(i)}
+others = (failed | down) - plane2 - plane3 - {evp}
+stalled = {i for i in others - down if excused(i)}
 print("ev-failed" if evp in failed else "ev-not-failed",
       f"others-failed={ids(others - stalled)}",
       f"stalled={ids(stalled)}",
       f"longest-stall-ms={max((e - s for _, s, e in stalls), default=0) // 1000000}",
-      f"stalls={len(stalls)}")
+      f"stalls={len(stalls)}",
+      "plane2-local-down" if plane2 & down else "plane2-not-local-down",
+      f"local-down={ids(plane2 & down)}")
 # When a path of an untouched plane failed: every state change but plane
 # 2's, the close and the stalls, in seconds from the faults.
 t0 = float(sys.argv[3])
@@ -310,8 +316,10 @@ echo "# monitor: $ev ($(grep -c 'events were lost' "$tmp/events") overruns)"
 head -60 "$tmp/timeline" | sed 's/^/# monitor timeline: /'
 mrc_check "monitor: connection established and closed events" "established closed" \
 	"$(echo "$ev" | cut -d' ' -f1-2)"
-mrc_check "monitor: plane 2's paths failed (probe timeout), then answered again" \
+mrc_check "monitor: plane 2's paths failed, then answered again" \
 	"plane2-failed plane2-back" "$(echo "$ev" | cut -d' ' -f3-4)"
+mrc_check "monitor: plane 2's paths failed at once where B could not send (local_down)" \
+	plane2-local-down "$(echo "$ev" | cut -d' ' -f11)"
 if [ "$fault_client" = running ]; then
 	mrc_check "monitor: plane 3's paths failed under 100% loss" plane3-failed \
 		"$(echo "$ev" | cut -d' ' -f5)"

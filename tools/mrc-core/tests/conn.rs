@@ -11,7 +11,7 @@ use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
     SendError, SendLimit, State, Transmit, MIN_TX_BUF, WINDOW,
 };
-use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState};
+use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState, StateReason};
 use mrc_core::mrc_proto::{
     self, decode, Body, Endpoint, Flags, Handshake, Header, PacketType, Sack, HEADER_LEN,
 };
@@ -182,6 +182,31 @@ fn add_second_path(client: &mut Conn, server: &mut Conn, plane: u8) -> PathIdx {
     };
     server.paths_mut().add(MS, second, false).unwrap();
     client.paths_mut().add(MS, second, false).unwrap()
+}
+
+/// An established pair with a second path on `plane`, timed like the first (its probe
+/// answered in 20 us), and the client's packets of 16 messages sent at `t0`: more than
+/// path 0's window holds, so the rest goes on path 1.
+#[allow(clippy::type_complexity)]
+fn sending_on_two_paths(
+    plane: u8,
+    t0: u64,
+) -> (
+    Box<Conn>,
+    Box<Conn>,
+    PathIdx,
+    PathIdx,
+    Vec<(Transmit, Vec<u8>)>,
+) {
+    let (mut client, mut server) = established();
+    let p1 = add_second_path(&mut client, &mut server, plane);
+    let p0 = client.paths().find(PATH_ID).unwrap();
+    client.paths_mut().on_probe_ack(p1, MS, 20 * US);
+    for _ in 0..16 {
+        client.send_message(1300).unwrap();
+    }
+    let tx = drain_tx(&mut client, t0);
+    (client, server, p0, p1, tx)
 }
 
 fn exchange(a: &mut Conn, b: &mut Conn, now: u64) {
@@ -1071,17 +1096,8 @@ fn rack_declares_loss_after_reorder_window_and_retransmits() {
 /// before the resend are not declared lost for it.
 #[test]
 fn ack_of_a_resend_by_another_path_does_not_advance_rack_there() {
-    let (mut client, mut server) = established();
-    let p1 = add_second_path(&mut client, &mut server, 0);
-    let p0 = client.paths().find(PATH_ID).unwrap();
-    // Path 1 is timed like path 0 (its probe answered in 20 us).
-    client.paths_mut().on_probe_ack(p1, MS, 20 * US);
     let t0 = 2 * MS;
-    // More than path 0's window holds: the rest goes on path 1.
-    for _ in 0..16 {
-        client.send_message(1300).unwrap();
-    }
-    let tx = drain_tx(&mut client, t0);
+    let (mut client, mut server, p0, p1, tx) = sending_on_two_paths(0, t0);
     let on = |p| {
         tx.iter()
             .filter(move |(t, _)| t.path == p)
@@ -2351,4 +2367,58 @@ fn sender_time_is_accounted_per_limit() {
         client.send_times(9 * MS).iter().sum::<u64>(),
         9 * MS - 20 * US
     );
+}
+
+#[test]
+fn send_error_fails_the_path_at_once_and_resends_its_data_elsewhere() {
+    let t0 = 2 * MS;
+    let (mut client, mut server, p0, p1, tx) = sending_on_two_paths(1, t0);
+    let seqs_on = |tx: &[(Transmit, Vec<u8>)], p: PathIdx| -> Vec<u64> {
+        tx.iter()
+            .filter(|(t, _)| t.path == p)
+            .filter_map(|(t, _)| t.data.map(|d| d.seq))
+            .collect()
+    };
+    let on1 = seqs_on(&tx, p1);
+    assert!(!on1.is_empty() && !seqs_on(&tx, p0).is_empty());
+    // The host cannot send on path 1 (its interface went down): it is Failed at once, and
+    // what it had in flight is lost with it.
+    let t1 = t0 + 10 * US;
+    client.on_send_error(t1, p1);
+    let p = client.paths().get(p1).unwrap();
+    assert_eq!(p.state(), PathState::Failed);
+    assert_eq!(p.state_reason(), StateReason::LocalDown);
+    assert_eq!(client.stats().path_losses, on1.len() as u64);
+    // A second report changes nothing.
+    client.on_send_error(t1, p1);
+    assert_eq!(client.stats().path_losses, on1.len() as u64);
+    // Path 1's packets go again, on path 0 only, and with path 0's packets that arrived
+    // every message is delivered.
+    let mut delivered = Vec::new();
+    for (_, d) in tx.iter().filter(|(t, _)| t.path == p0) {
+        feed(&mut server, t1, d);
+    }
+    let mut t = t1;
+    let mut resent = Vec::new();
+    for _ in 0..200 {
+        let out = drain_tx(&mut client, t);
+        assert!(out.iter().all(|(x, _)| x.path != p1 || x.data.is_none()));
+        resent.extend(seqs_on(&out, p0));
+        for (_, d) in &out {
+            feed(&mut server, t, d);
+        }
+        feed_all(&mut client, t + 20 * US, &drain(&mut server, t));
+        delivered.extend(messages(&events(&mut server)));
+        if delivered.len() == 16 {
+            break;
+        }
+        t = client
+            .next_timeout(t + 20 * US)
+            .unwrap_or(t + 20 * US)
+            .max(t + 20 * US);
+        client.on_timeout(t);
+    }
+    assert_eq!(delivered.len(), 16, "{:?}", client.stats());
+    assert!(on1.iter().all(|s| resent.contains(s)), "{on1:?} {resent:?}");
+    assert_eq!(client.stats().rto_losses, 0);
 }

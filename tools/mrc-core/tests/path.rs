@@ -1371,3 +1371,31 @@ fn path_held_by_its_pacing_leaves_packets_to_the_others() {
         Some(1)
     );
 }
+
+#[test]
+fn send_error_fails_a_path_at_once_until_a_probe_is_answered() {
+    let mut t = primed(3);
+    let now = 5 * MS;
+    let tr = t.on_send_error(1, now).expect("Active to Failed");
+    assert_eq!(
+        (tr.from, tr.to, tr.at_ns),
+        (PathState::Active, PathState::Failed, now)
+    );
+    assert_eq!(t.get(1).unwrap().state_reason(), StateReason::LocalDown);
+    // It carries no data; the others are untouched.
+    assert_eq!(t.paths_in_state(PathState::Active), 2);
+    assert!(t.on_send_error(1, now + MS).is_none(), "already Failed");
+    assert!(t.on_send_error(7, now).is_none(), "no such path");
+    // A Failed path is probed on its backoff; while sending fails, its probes go
+    // unanswered and it stays Failed.
+    let (probes, changes) = run(&mut t, now, now + 1000 * MS, &[1], 1);
+    assert!(!probes.is_empty());
+    assert_eq!(t.get(1).unwrap().state(), PathState::Failed);
+    assert!(changes.is_empty(), "{changes:?}");
+    // Once it can send again, the first answered probe brings it back.
+    let back = t
+        .on_probe_ack(1, now + 21 * MS, 100 * US)
+        .expect("Failed to Active");
+    assert_eq!(back.to, PathState::Active);
+    assert_eq!(t.get(1).unwrap().state_reason(), StateReason::ProbeAnswered);
+}
