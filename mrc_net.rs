@@ -84,9 +84,6 @@ struct Stats {
     drop_no_memory: AtomicU64,
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
-    /// Packets that found their connection busy on another CPU and were
-    /// left to it (see `mrc_sock::process`).
-    rx_deferred: AtomicU64,
     tx_retransmits: AtomicU64,
     /// New DATA packets received marked ECN "congestion experienced".
     ecn_ce_packets: AtomicU64,
@@ -116,7 +113,6 @@ impl Stats {
             drop_no_memory: AtomicU64::new(0),
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
-            rx_deferred: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
             ecn_ce_packets: AtomicU64::new(0),
             ecn_echoes: AtomicU64::new(0),
@@ -526,11 +522,6 @@ impl MrcNet {
         self.stats.ecn_ce_packets.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a packet left to the CPU busy with its connection.
-    pub(crate) fn count_deferred(&self) {
-        self.stats.rx_deferred.fetch_add(1, Ordering::Relaxed);
-    }
-
     /// Counts an ACK that echoed a congestion mark.
     pub(crate) fn count_ecn_echo(&self) {
         self.stats.ecn_echoes.fetch_add(1, Ordering::Relaxed);
@@ -604,7 +595,7 @@ impl MrcNet {
     /// Sends the packets of `chain`, in order, each on the tunnel of its
     /// addresses' family; calls `down` with the destination of each packet
     /// that could not be sent because the host cannot send there at all (see
-    /// [`UdpTunnel::xmit`]).
+    /// [`UdpTunnel::is_local_down`]).
     pub(crate) fn flush(&self, mut chain: TxChain, mut down: impl FnMut(&TxDest)) {
         if chain.is_empty() {
             return;
@@ -871,7 +862,6 @@ impl ProcShow for MrcNet {
             writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
-        writeln!(out, "rx_deferred {}", get(&s.rx_deferred))?;
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
         writeln!(out, "conns_failed {}", get(&s.conns_failed))?;

@@ -1115,23 +1115,12 @@ pub fn peek_header(buf: &[u8]) -> Result<Header, DecodeError> {
 /// `buf` must be exactly one datagram (the UDP payload). The returned packet borrows variable
 /// length parts (DATA bytes, SACK bitmap, endpoint list) from `buf`.
 pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
-    decode_checked(buf, true)
-}
-
-/// [`decode`] for a datagram that `decode` accepted before and that has not changed since:
-/// the same checks but the checksum, which is the costly one. Any other input may decode with
-/// a bad checksum, but is still validated in every other way.
-pub fn decode_verified(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
-    decode_checked(buf, false)
-}
-
-fn decode_checked(buf: &[u8], checksum: bool) -> Result<Packet<'_>, DecodeError> {
     let (header, stored) = parse_fixed(buf)?;
     let payload = buf.get(HEADER_LEN..).ok_or(DecodeError::Short)?;
     if usize::try_from(header.payload_len).ok() != Some(payload.len()) {
         return Err(DecodeError::LengthMismatch);
     }
-    if checksum && packet_checksum(buf) != Some(stored) {
+    if packet_checksum(buf) != Some(stored) {
         return Err(DecodeError::BadChecksum);
     }
     let ty = header.flags.packet_type().ok_or(DecodeError::UnknownType)?;

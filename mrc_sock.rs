@@ -14,14 +14,8 @@
 //!   spinlock taken with bottom halves disabled, which guards the connection
 //!   core and its buffers. Nothing sleeps or allocates with `GFP_KERNEL`
 //!   under it.
-//! - Whoever holds `inner` to process packets (input, the timer, a socket
-//!   call) marks it [`MrcSock::busy`]. Softirq input that finds it busy
-//!   queues its packet on [`MrcSock::backlog`] for that holder instead of
-//!   spinning on the lock, as TCP does for a socket owned by its user: the
-//!   holder takes the queued packets before it unlocks and checks again
-//!   after, so none is left behind ([`process`]).
-//! - Lock order: socket lock, then `inner`, then `backlog`, then the
-//!   namespace's socket table. Softirq looks a socket up in the table and drops the table lock
+//! - Lock order: socket lock, then `inner`, then the namespace's socket
+//!   table. Softirq looks a socket up in the table and drops the table lock
 //!   before it takes `inner`. No two `inner` locks are ever held together.
 //!
 //! # Lifetime
@@ -47,7 +41,6 @@
 //! Only complete messages are ever in the receive queue.
 
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
@@ -95,10 +88,6 @@ const MAX_TX_PER_DRIVE: u32 = 64;
 
 /// Shortest time from now the connection timer is armed for.
 const MIN_TIMER_NS: u64 = 100_000;
-
-/// Most packets a socket's [`Backlog`] holds; input that finds it full
-/// waits for the lock instead.
-const BACKLOG: usize = 64;
 
 /// Most connections a listener keeps waiting for `accept`.
 const MAX_BACKLOG: usize = 4096;
@@ -301,60 +290,11 @@ impl Opts {
     }
 }
 
-/// A received packet that found its connection busy, with what input
-/// learnt of it before: when it arrived and its ECN mark.
-struct Deferred {
-    skb: SkBuff,
-    now: u64,
-    ce: bool,
-}
-
-/// Packets input left for the holder of a busy connection, oldest first.
-struct Backlog {
-    ring: [Option<Deferred>; BACKLOG],
-    head: usize,
-    len: usize,
-}
-
-impl Backlog {
-    /// Queues `d`, or hands it back when full.
-    fn push(&mut self, d: Deferred) -> core::result::Result<(), Deferred> {
-        if self.len >= BACKLOG {
-            return Err(d);
-        }
-        match self.ring.get_mut((self.head + self.len) % BACKLOG) {
-            Some(slot) => {
-                *slot = Some(d);
-                self.len += 1;
-                Ok(())
-            }
-            None => Err(d),
-        }
-    }
-
-    /// Takes the oldest packet.
-    fn pop(&mut self) -> Option<Deferred> {
-        if self.len == 0 {
-            return None;
-        }
-        let d = self.ring.get_mut(self.head).and_then(Option::take);
-        self.head = (self.head + 1) % BACKLOG;
-        self.len -= 1;
-        d
-    }
-}
-
 /// State of one MRC socket, stored after its `struct sock`.
 #[pin_data]
 pub(crate) struct MrcSock {
     #[pin]
     inner: SpinLockBh<Inner>,
-    /// Set, under `inner`, while a CPU processes packets with it held.
-    /// Read under `backlog` by input that would otherwise wait for `inner`.
-    busy: AtomicBool,
-    /// Packets that arrived while `inner` was busy, for its holder.
-    #[pin]
-    backlog: SpinLockBh<Backlog>,
 }
 
 impl MrcSock {
@@ -402,15 +342,6 @@ impl MrcSock {
                     },
                 },
                 "mrc_sock"
-            ),
-            busy: AtomicBool::new(false),
-            backlog <- new_spinlock_bh!(
-                Backlog {
-                    ring: [const { None }; BACKLOG],
-                    head: 0,
-                    len: 0,
-                },
-                "mrc_sock_backlog"
             ),
         })
     }
@@ -920,117 +851,36 @@ fn finish(sk: &Sock, after: After) -> Unreachable {
     down
 }
 
-/// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`].
-fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
-    process(sk, sk.mrc_net(), mrc_sys::now_ns(), f)
-}
-
-/// Runs `f` on the locked state of `sk` marked busy, then the packets input
-/// queued on the backlog meanwhile, then [`drive`]; then [`finish`] with the
-/// lock released, and the same again for packets queued after the last look.
-///
-/// Input queues a packet only while it sees `busy` under the backlog lock,
-/// and the holder clears `busy` before it looks at the backlog under that
-/// lock; so either the holder's last look sees the packet, or input sees
-/// `busy` clear and processes the packet itself.
-fn process<R>(sk: &Sock, net: &MrcNet, now: u64, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
-    let st = sk.state();
-    let (r, after) = {
-        let mut inner = st.inner.lock();
-        st.busy.store(true, Ordering::Relaxed);
-        let r = f(&mut inner, now);
-        let now = take_backlog(sk, net, &mut inner, now);
-        let after = drive(sk, net, &mut inner, now);
-        st.busy.store(false, Ordering::Relaxed);
-        (r, after)
-    };
+/// [`finish`], then, while packets could not be sent at all, fails their
+/// paths ([`Session::local_down`]) and drives the connection again: each
+/// round fails paths that were not Failed yet.
+fn settle(sk: &Sock, net: &MrcNet, after: After) {
     let mut down = finish(sk, after);
-    // Each round fails paths that were not Failed, or finds packets queued
-    // on the backlog meanwhile.
-    while !down.is_empty() || st.backlog.lock().len > 0 {
+    while !down.is_empty() {
         let after = {
-            let mut inner = st.inner.lock();
-            st.busy.store(true, Ordering::Relaxed);
+            let mut inner = sk.state().inner.lock();
             let now = mrc_sys::now_ns();
-            if let Some(s) = inner.sess.as_deref_mut().filter(|_| !down.is_empty()) {
+            if let Some(s) = inner.sess.as_deref_mut() {
                 s.local_down(now, &down);
             }
-            let now = take_backlog(sk, net, &mut inner, now);
-            let after = drive(sk, net, &mut inner, now);
-            st.busy.store(false, Ordering::Relaxed);
-            after
+            drive(sk, net, &mut inner, now)
         };
         down = finish(sk, after);
     }
-    r
 }
 
-/// Processes the packets on the backlog (`inner` held); returns the latest
-/// of `now` and their arrival times, the time to go on with.
-fn take_backlog(sk: &Sock, net: &MrcNet, inner: &mut Inner, mut now: u64) -> u64 {
-    loop {
-        let Some(d) = sk.state().backlog.lock().pop() else {
-            return now;
-        };
-        now = now.max(d.now);
-        let data = d.skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
-        // Input verified the packet before it queued it, and it has not
-        // changed since.
-        if let Ok(pkt) = mrc_proto::decode_verified(data) {
-            let store = handle(inner, net, &pkt, now, d.ce);
-            keep(inner, d.skb, store);
-        }
-    }
-}
-
-/// Hands a decoded packet to the connection core (`inner` held); returns
-/// where to keep its payload, if it is new data.
-fn handle(
-    inner: &mut Inner,
-    net: &MrcNet,
-    pkt: &mrc_proto::Packet<'_>,
-    now: u64,
-    ce: bool,
-) -> Option<(u64, u32)> {
-    if inner.dead {
-        return None;
-    }
-    let s = inner.sess.as_deref_mut()?;
-    s.heard_on(pkt.header.path_id, now);
-    match s.conn.handle_packet_ecn(now, pkt, ce) {
-        Input::Store { seq } => {
-            // Counted here, like the connection's `ce_received`, so a
-            // duplicate of a marked packet is not counted twice.
-            if ce {
-                net.count_ecn_ce();
-            }
-            let payload_len = match pkt.body {
-                Body::Data(d) => d.len() as u32,
-                _ => 0,
-            };
-            Some((seq, payload_len))
-        }
-        Input::Dropped(why) => {
-            net.count_conn_drop(why);
-            None
-        }
-        Input::Consumed => None,
-    }
-}
-
-/// Keeps the payload of a new DATA packet under its sequence number, as
-/// [`handle`] found it (`inner` held).
-fn keep(inner: &mut Inner, mut skb: SkBuff, store: Option<(u64, u32)>) {
-    let (Some((seq, payload_len)), Some(s)) = (store, inner.sess.as_deref_mut()) else {
-        return;
+/// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`].
+fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
+    let net = sk.mrc_net();
+    let now = mrc_sys::now_ns();
+    let (r, after) = {
+        let mut inner = sk.state().inner.lock();
+        let r = f(&mut inner, now);
+        let after = drive(sk, net, &mut inner, now);
+        (r, after)
     };
-    // Keep only the payload.
-    if skb.pull_front(skb.len().saturating_sub(payload_len)) {
-        skb.clean();
-        if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
-            *slot = Some(skb);
-        }
-    }
+    settle(sk, net, after);
+    r
 }
 
 /// A packet for a registered session, in softirq. `skb.data` is at the UDP
@@ -1039,6 +889,7 @@ fn keep(inner: &mut Inner, mut skb: SkBuff, store: Option<(u64, u32)>) {
 /// timer take that lock too, for every packet of the connection's paths.
 pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
     let now = mrc_sys::now_ns();
+    let total = skb.len();
     let ce = skb.ecn_ce();
     let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
     let pkt = match mrc_proto::decode(data) {
@@ -1048,41 +899,52 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         }
         Ok(pkt) => pkt,
     };
+    let payload_len = match pkt.body {
+        Body::Data(d) => d.len() as u32,
+        _ => 0,
+    };
     if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
         net.count_ecn_echo();
     }
-    let st = sk.state();
-    if st.busy.load(Ordering::Relaxed) {
-        // Another CPU is processing this connection's packets: leave this
-        // one to it rather than wait.
-        skb.clean();
-        let mut backlog = st.backlog.lock();
-        match backlog.push(Deferred { skb, now, ce }) {
-            Ok(()) if st.busy.load(Ordering::Relaxed) => {
-                net.count_deferred();
-                return;
-            }
-            Ok(()) => {
-                // The holder is done and may have looked already.
-                drop(backlog);
-                process(sk, net, now, |_, _| ());
-                return;
-            }
-            Err(d) => skb = d.skb,
+    let after = {
+        let mut inner = sk.state().inner.lock();
+        if inner.dead {
+            return;
         }
-    }
-    process(sk, net, now, |inner, now| {
-        let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
-        if let Ok(pkt) = mrc_proto::decode_verified(data) {
-            let store = handle(inner, net, &pkt, now, ce);
-            keep(inner, skb, store);
+        let Some(s) = inner.sess.as_deref_mut() else {
+            return;
+        };
+        s.heard_on(pkt.header.path_id, now);
+        let res = s.conn.handle_packet_ecn(now, &pkt, ce);
+        match res {
+            Input::Store { seq } => {
+                // Counted here, like the connection's `ce_received`, so a
+                // duplicate of a marked packet is not counted twice.
+                if ce {
+                    net.count_ecn_ce();
+                }
+                // Keep only the payload.
+                if skb.pull_front(total - payload_len) {
+                    skb.clean();
+                    if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
+                        *slot = Some(skb);
+                    }
+                }
+            }
+            Input::Dropped(why) => net.count_conn_drop(why),
+            Input::Consumed => {}
         }
-    });
+        drive(sk, net, &mut inner, now)
+    };
+    settle(sk, net, after);
 }
 
 /// The socket's timer fired (softirq).
 pub(crate) fn timer(sk: &Sock) {
-    process(sk, sk.mrc_net(), mrc_sys::now_ns(), |inner, now| {
+    let net = sk.mrc_net();
+    let now = mrc_sys::now_ns();
+    let after = {
+        let mut inner = sk.state().inner.lock();
         inner.timer_at = None;
         if inner.dead {
             return;
@@ -1091,7 +953,9 @@ pub(crate) fn timer(sk: &Sock) {
             s.share_liveness(now);
             s.conn.on_timeout(now);
         }
-    });
+        drive(sk, net, &mut inner, now)
+    };
+    settle(sk, net, after);
 }
 
 /// The socket's work item (process context): a listener finishes the
@@ -1303,8 +1167,6 @@ fn destroy(sk: &Sock) {
         inner.dead = true;
         (inner.sid.take(), inner.sess.take())
     };
-    // Whoever takes a packet queued later drops it: the connection is dead.
-    while sk.state().backlog.lock().pop().is_some() {}
     // `dead` keeps the timer from being armed again; wait for a running one.
     sk.cancel_timer();
     if let Some(sid) = sid {

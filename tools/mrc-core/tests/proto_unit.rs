@@ -868,34 +868,3 @@ fn encode_buffer_too_small() {
         assert_eq!(encode(&header(), body, &mut out), Ok(need));
     }
 }
-
-#[test]
-fn decode_verified_skips_only_the_checksum() {
-    let payload = b"checked once";
-    let mut h = Header {
-        flags: Flags::new(PacketType::Data) | Flags::FIRST | Flags::LAST,
-        ..header()
-    };
-    h.payload_len = payload.len() as u32;
-    let good = enc(&h, &Body::Data(payload));
-    assert_eq!(decode_verified(&good), decode(&good));
-    // A wrong checksum is the one thing it does not see.
-    let mut bad = good.clone();
-    bad[HEADER_LEN] ^= 1;
-    assert_eq!(decode(&bad), Err(DecodeError::BadChecksum));
-    let pkt = decode_verified(&bad).expect("only the checksum is wrong");
-    assert_eq!(pkt.header, decode(&good).unwrap().header);
-    // Every other check still applies.
-    assert_eq!(
-        decode_verified(&good[..good.len() - 1]),
-        Err(DecodeError::LengthMismatch)
-    );
-    assert_eq!(
-        decode_verified(&good[..HEADER_LEN - 1]),
-        Err(DecodeError::Short)
-    );
-    let mut magic = good.clone();
-    magic[0] ^= 0xff;
-    assert!(decode(&magic).is_err());
-    assert_eq!(decode_verified(&magic), decode(&magic));
-}
