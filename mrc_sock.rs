@@ -548,14 +548,8 @@ impl Session {
     /// Fails the paths whose packets could not be sent at all.
     fn local_down(&mut self, now: u64, down: &Unreachable) {
         for d in down.dests.iter().flatten() {
-            for idx in 0..MAX_PATHS {
-                let hit = self
-                    .paths
-                    .get(idx)
-                    .copied()
-                    .flatten()
-                    .is_some_and(|p| p.dest(0).same_path(d));
-                if hit {
+            for (idx, p) in self.paths.iter().enumerate() {
+                if p.is_some_and(|p| p.dest(0).same_path(d)) {
                     self.conn.on_send_error(now, idx);
                 }
             }

@@ -1394,7 +1394,7 @@ fn send_error_fails_a_path_at_once_until_a_probe_is_answered() {
     assert!(changes.is_empty(), "{changes:?}");
     // Once it can send again, the first answered probe brings it back.
     let back = t
-        .on_probe_ack(1, now + 21 * MS, 100 * US)
+        .on_probe_ack(1, now + 1001 * MS, 100 * US)
         .expect("Failed to Active");
     assert_eq!(back.to, PathState::Active);
     assert_eq!(t.get(1).unwrap().state_reason(), StateReason::ProbeAnswered);
