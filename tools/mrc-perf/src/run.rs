@@ -6,7 +6,9 @@ use crate::hello::{Hello, Mode};
 use crate::pattern::{fill, verify, SizeSeq, SizeSpec, MAX_MSG};
 use crate::sock::{MsgReader, Proto, Socket};
 use crate::stats::{ConnInfo, ConnReport, Progress};
-use std::sync::{Barrier, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 /// When a client connection stops sending.
@@ -23,31 +25,66 @@ pub enum Limit {
 /// until the thread that spawned them all opens it, so a connection whose thread was
 /// spawned last (on a busy host, seconds later) does not start late, and the start is taken
 /// when every connection can send.
+///
+/// Opening wakes each waiting thread directly (`unpark`). A `Barrier` wakes them all at once
+/// and then hands its mutex from one to the next, each waiting for a CPU in turn: with many
+/// connections and transports whose first sends never block (large send buffers), the last
+/// threads got through it seconds after the first had started sending.
 pub struct StartGate {
-    barrier: Barrier,
+    conns: usize,
+    /// The thread that creates the gate and opens it.
+    opener: Thread,
+    /// Threads waiting at the gate; a thread is listed before it counts in `arrived`.
+    waiting: Mutex<Vec<Thread>>,
+    arrived: AtomicUsize,
+    open: AtomicBool,
     at: OnceLock<Instant>,
 }
 
 impl StartGate {
-    /// A gate for `conns` connection threads.
+    /// A gate for `conns` connection threads, to be opened by the calling thread.
     pub fn new(conns: usize) -> Self {
         StartGate {
-            barrier: Barrier::new(conns.saturating_add(1)),
+            conns,
+            opener: thread::current(),
+            waiting: Mutex::new(Vec::with_capacity(conns)),
+            arrived: AtomicUsize::new(0),
+            open: AtomicBool::new(false),
             at: OnceLock::new(),
         }
     }
 
-    /// Takes the start time and lets every connection go; returns the start.
+    /// Waits until every connection thread is at the gate, takes the start time and lets
+    /// them all go; returns the start. Called by the thread that created the gate.
     pub fn open(&self) -> Instant {
+        while self.arrived.load(Ordering::Acquire) < self.conns {
+            // Unparked by the last thread to arrive; the timeout only guards against a
+            // token consumed elsewhere.
+            thread::park_timeout(Duration::from_millis(10));
+        }
         let at = *self.at.get_or_init(Instant::now);
-        self.barrier.wait();
+        self.open.store(true, Ordering::Release);
+        let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|e| e.into_inner()));
+        for t in waiting {
+            t.unpark();
+        }
         at
     }
 
     /// Waits until the gate opens; returns the start.
     pub fn wait(&self) -> Instant {
-        self.barrier.wait();
-        // `open` sets the time before it reaches the barrier.
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(thread::current());
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.conns {
+            self.opener.unpark();
+        }
+        // An unpark that comes before park() makes it return at once.
+        while !self.open.load(Ordering::Acquire) {
+            thread::park();
+        }
+        // `open` sets the time before it opens the gate.
         self.at.get().copied().unwrap_or_else(Instant::now)
     }
 }
@@ -281,5 +318,38 @@ impl ServerConn {
                     .map_err(|e| e.context(format_args!("echo of message {idx}")))?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_lets_every_thread_go_at_one_start_after_the_last_arrived() {
+        const N: u64 = 16;
+        let gate = StartGate::new(N as usize);
+        let last_arrival = Mutex::new(None::<Instant>);
+        thread::scope(|s| {
+            let handles: Vec<_> = (0..N)
+                .map(|i| {
+                    let (gate, last) = (&gate, &last_arrival);
+                    s.spawn(move || {
+                        thread::sleep(Duration::from_millis(3 * i));
+                        let t = Instant::now();
+                        let mut l = last.lock().unwrap();
+                        *l = Some(l.map_or(t, |x| x.max(t)));
+                        drop(l);
+                        gate.wait()
+                    })
+                })
+                .collect();
+            let at = gate.open();
+            let starts: Vec<Instant> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            assert_eq!(starts.len(), N as usize);
+            assert!(starts.iter().all(|s| *s == at), "one start for all");
+            let last = last_arrival.lock().unwrap().expect("threads arrived");
+            assert!(at >= last, "opened before the last thread arrived");
+        });
     }
 }
