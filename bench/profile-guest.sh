@@ -81,5 +81,7 @@ perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
 	}
 	END { for (f in c) printf "%7.2f%%  %s\n", 100 * c[f] / total, f }' /tmp/mrc.syms - |
 	sort -rn | head -n 30
+echo "== by thread (softirq work counts for the thread it interrupted)"
+perf report -i "$data" --no-children --sort pid,dso --stdio -g none 2>/dev/null | grep "%" | head -n 16
 echo "== by object"
 perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep '%' | head -n 12
