@@ -421,8 +421,7 @@ pub struct Transmit {
 /// The payload of a planned DATA packet: bytes `offset..offset + len` of message `msg_id`.
 ///
 /// The header is in `buf[..HEADER_LEN]` with `payload_len` set and a zero checksum; the glue
-/// puts the bytes behind it, in `buf` ([`finish_data`]) or straight in the datagram, and seals
-/// the whole packet ([`mrc_proto::seal`], [`mrc_proto::seal_all`]).
+/// copies the bytes to `buf[HEADER_LEN..]` and calls [`mrc_proto::seal`] on the whole packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataRef {
     /// Sequence number of the packet.

@@ -563,33 +563,28 @@ impl MrcNet {
         cfg
     }
 
-    /// Builds the datagram of the MRC packet made of `parts` one after the
-    /// other and queues it on `chain` for [`Self::flush`]; `dest.tag` is the
-    /// packet type's index. Callable under a lock.
-    ///
-    /// A DATA packet may come unsealed (its checksum not yet computed):
-    /// [`Self::flush`] seals it, outside the connection's lock. Every other
-    /// packet must come sealed.
+    /// Builds the datagram of the MRC packet `pkt` and queues it on `chain`
+    /// for [`Self::flush`]; `dest.tag` is the packet type's index. Callable
+    /// under a lock.
     ///
     /// Data packets of one size for the same path are sent as one UDP GSO
     /// packet (module parameter `gso`): one pass through routing, the IP
     /// output path and the device for up to [`TX_BATCH_SEGS`] packets.
-    pub(crate) fn queue(&self, chain: &mut TxChain, dest: TxDest, parts: &[&[u8]]) {
+    pub(crate) fn queue(&self, chain: &mut TxChain, dest: TxDest, pkt: &[u8]) {
         let batch = dest.tag == PacketType::Data.index() as u8 && mrc_sys::param_gso();
-        if batch && chain.append(&dest, parts) {
+        if batch && chain.append(&dest, pkt) {
             return;
         }
-        let len = parts.iter().map(|p| p.len()).sum::<usize>();
-        if let Some(seg) = u16::try_from(len).ok().filter(|_| batch) {
+        if let Some(seg) = u16::try_from(pkt.len()).ok().filter(|_| batch) {
             let room = (u32::from(seg) * u32::from(TX_BATCH_SEGS)).min(TX_BATCH_BYTES);
             // Room for a batch is a larger allocation; without it the
             // packet still goes, alone.
-            if let Ok(skb) = UdpTunnel::packet_with_room(parts, room) {
+            if let Ok(skb) = UdpTunnel::packet_with_room(pkt, room) {
                 chain.push_open(skb, dest, seg);
                 return;
             }
         }
-        match UdpTunnel::packet_with_room(parts, 0) {
+        match UdpTunnel::packet(pkt) {
             Ok(skb) => chain.push(skb, dest),
             Err(_) => {
                 self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
@@ -601,24 +596,14 @@ impl MrcNet {
     /// addresses' family; calls `down` with the destination of each packet
     /// that could not be sent because the host cannot send there at all (see
     /// [`UdpTunnel::is_local_down`]).
-    ///
-    /// DATA packets are sealed here, with no lock held: their checksum is
-    /// the one pass over every byte sent that need not keep the
-    /// connection's lock from the other CPUs.
     pub(crate) fn flush(&self, mut chain: TxChain, mut down: impl FnMut(&TxDest)) {
         if chain.is_empty() {
             return;
         }
         mrc_sys::with_bh_disabled(|| {
-            while let Some((mut skb, d)) = chain.pop() {
+            while let Some((skb, d)) = chain.pop() {
                 let len = u64::from(skb.len());
                 let segs = u64::from(skb.segs());
-                if d.tag == PacketType::Data.index() as u8
-                    && crate::mrc_proto::seal_all(skb.linear_mut()).is_err()
-                {
-                    self.stats.tx_errors.fetch_add(segs, Ordering::Relaxed);
-                    continue;
-                }
                 let Some(t) = self.tunnel(&d.dst) else {
                     self.stats.tx_errors.fetch_add(segs, Ordering::Relaxed);
                     continue;

@@ -1256,23 +1256,6 @@ pub fn seal(packet: &mut [u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-/// Seals each of the packets that `buf` holds back to back (a UDP GSO batch, or a single
-/// packet), each as [`seal`] does; each header's `payload_len` says where the next starts.
-pub fn seal_all(buf: &mut [u8]) -> Result<(), EncodeError> {
-    let mut rest = buf;
-    while !rest.is_empty() {
-        let len = peek_header(rest)
-            .ok()
-            .and_then(|h| h.wire_len())
-            .filter(|&n| n <= rest.len())
-            .ok_or(EncodeError::LengthMismatch)?;
-        let (packet, tail) = rest.split_at_mut(len);
-        seal(packet)?;
-        rest = tail;
-    }
-    Ok(())
-}
-
 /// Returns the checksum of a datagram as the header's checksum field should hold it.
 ///
 /// The checksum field itself is read as zero. Returns `None` if `buf` is shorter than the

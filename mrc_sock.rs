@@ -49,7 +49,7 @@ use crate::mrc_conn::{
 };
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
-use crate::mrc_proto::{self, Body, Endpoint, PacketType, HEADER_LEN, MAX_ENDPOINTS};
+use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
     OptIn, OptOut, PathReq, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest,
@@ -557,21 +557,9 @@ impl Session {
     }
 
     /// Builds what `poll_transmit` planned and queues it on `chain`.
-    ///
-    /// A DATA packet's payload is copied from the message straight behind
-    /// its header into the datagram, which [`MrcNet::flush`] seals once the
-    /// connection is unlocked.
     fn transmit(&mut self, net: &MrcNet, chain: &mut TxChain, tx: &Transmit, now: u64) {
-        let Some(p) = self.paths.get(tx.path).copied().flatten() else {
-            return;
-        };
-        let dest = p.dest(tx.kind.index() as u8);
-        match tx.data {
-            None => {
-                if let Some(pkt) = self.txbuf.get(..tx.len) {
-                    net.queue(chain, dest, &[pkt]);
-                }
-            }
+        let len = match tx.data {
+            None => tx.len,
             Some(d) => {
                 if d.retransmit {
                     net.count_retransmit();
@@ -583,14 +571,22 @@ impl Session {
                     .get((d.msg_id % MSG_QUEUE as u64) as usize)
                     .and_then(|m| m.as_ref())
                     .and_then(|m| m.get(start..end));
-                if let (Some(head), Some(payload)) = (self.txbuf.get(..HEADER_LEN), payload) {
-                    net.queue(chain, dest, &[head, payload]);
+                let Some(payload) = payload else {
+                    return;
+                };
+                match mrc_conn::finish_data(&mut self.txbuf, tx, payload) {
+                    Ok(len) => len,
+                    Err(_) => return,
                 }
             }
-        }
-        if tx.kind == PacketType::Probe {
-            if let Some(Some(peer)) = self.peers.get(tx.path) {
-                peer.probed(now);
+        };
+        let addr = self.paths.get(tx.path).copied().flatten();
+        if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
+            net.queue(chain, p.dest(tx.kind.index() as u8), pkt);
+            if tx.kind == PacketType::Probe {
+                if let Some(Some(peer)) = self.peers.get(tx.path) {
+                    peer.probed(now);
+                }
             }
         }
     }

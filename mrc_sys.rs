@@ -460,17 +460,6 @@ impl SkBuff {
         p
     }
 
-    /// The linear part of the packet, starting at `data`, to write.
-    pub(crate) fn linear_mut(&mut self) -> &mut [u8] {
-        let skb = self.0.as_ptr();
-        // SAFETY: as for `linear`; we own the packet, and nothing else reads
-        // or writes its data while `self` is borrowed mutably.
-        unsafe {
-            let headlen = (*skb).len.saturating_sub((*skb).data_len) as usize;
-            core::slice::from_raw_parts_mut((*skb).data, headlen)
-        }
-    }
-
     /// The linear part of the packet, starting at `data`.
     pub(crate) fn linear(&self) -> &[u8] {
         let skb = self.0.as_ptr();
@@ -624,11 +613,11 @@ impl TxChain {
         }
     }
 
-    /// Appends the payload made of `parts` to the open packet for `dest`'s
-    /// path, if there is one whose payloads have the same size (or are
-    /// larger, for a last short one), with room for it. The packet then goes out as one UDP
+    /// Appends `payload` to the open packet for `dest`'s path, if there is
+    /// one whose payloads have the same size (or are larger, for a last
+    /// short one), with room for it. The packet then goes out as one UDP
     /// GSO packet of its payloads. Returns whether `payload` was taken.
-    pub(crate) fn append(&mut self, dest: &TxDest, parts: &[&[u8]]) -> bool {
+    pub(crate) fn append(&mut self, dest: &TxDest, payload: &[u8]) -> bool {
         let Some(slot) = self
             .open
             .iter_mut()
@@ -643,7 +632,7 @@ impl TxChain {
         // SAFETY: an open batch is a packet of the chain, which we own
         // (type invariant).
         let room = unsafe { bindings::mrc_skb_tailroom(skb) };
-        let len = match u32::try_from(parts.iter().map(|p| p.len()).sum::<usize>()) {
+        let len = match u32::try_from(payload.len()) {
             Ok(len) if len > 0 && len <= u32::from(b.seg) && len <= room => len,
             _ => {
                 *slot = None;
@@ -656,13 +645,11 @@ impl TxChain {
         }
         b.segs += 1;
         b.bytes += len;
-        // SAFETY: the packet is ours and has `len` bytes of tailroom, the
-        // parts' length in all; its payloads are `seg` bytes each but for
-        // this last one, which may be shorter.
+        // SAFETY: the packet is ours and has `len` bytes of tailroom; its
+        // payloads are `seg` bytes each but for this last one, which may be
+        // shorter.
         unsafe {
-            for part in parts.iter().filter(|p| !p.is_empty()) {
-                bindings::mrc_skb_put_data(skb, part.as_ptr().cast(), part.len() as u32);
-            }
+            bindings::mrc_skb_put_data(skb, payload.as_ptr().cast(), len);
             bindings::mrc_skb_set_udp_gso(skb, b.seg, b.segs);
         }
         if len < u32::from(b.seg) {
@@ -850,15 +837,13 @@ impl UdpTunnel {
     /// Builds the datagram that carries `payload`, with room in front for
     /// the UDP, IP and link headers. Callable in atomic context.
     pub(crate) fn packet(payload: &[u8]) -> Result<SkBuff> {
-        Self::packet_with_room(&[payload], 0)
+        Self::packet_with_room(payload, 0)
     }
 
-    /// Like [`Self::packet`], for the payload made of `parts` one after
-    /// the other, with room for at least `room` bytes of payload in all,
-    /// for more to be appended.
-    pub(crate) fn packet_with_room(parts: &[&[u8]], room: u32) -> Result<SkBuff> {
-        let total = parts.iter().map(|p| p.len()).sum::<usize>();
-        let len = u32::try_from(total).map_err(|_| err::message_too_long())?;
+    /// Like [`Self::packet`], with room for at least `room` bytes of
+    /// payload in all, for more to be appended.
+    pub(crate) fn packet_with_room(payload: &[u8], room: u32) -> Result<SkBuff> {
+        let len = u32::try_from(payload.len()).map_err(|_| err::message_too_long())?;
         let headroom: u32 = bindings::MRC_TX_HEADROOM;
         // SAFETY: `__alloc_skb` may be called in atomic context with GFP_ATOMIC.
         let skb = unsafe {
@@ -870,13 +855,10 @@ impl UdpTunnel {
             )
         };
         let skb = SkBuff(NonNull::new(skb).ok_or(ENOMEM)?);
-        // SAFETY: the new skb has `headroom + len` bytes of tailroom, and the
-        // parts are `len` bytes in all.
+        // SAFETY: the new skb has `headroom + len` bytes of tailroom.
         unsafe {
             bindings::mrc_skb_reserve(skb.0.as_ptr(), headroom as c_int);
-            for part in parts.iter().filter(|p| !p.is_empty()) {
-                bindings::mrc_skb_put_data(skb.0.as_ptr(), part.as_ptr().cast(), part.len() as u32);
-            }
+            bindings::mrc_skb_put_data(skb.0.as_ptr(), payload.as_ptr().cast(), len);
         }
         Ok(skb)
     }

@@ -439,41 +439,6 @@ fn peek_header_needs_only_the_header() {
     );
 }
 
-/// A UDP GSO batch holds packets back to back, the last one possibly shorter: `seal_all`
-/// seals each where its header says it ends, and refuses a batch whose last packet is cut.
-#[test]
-fn seal_all_seals_each_packet_of_a_batch() {
-    let payloads: [&[u8]; 3] = [b"first payload!", b"second payload", b"last"];
-    let mut batch = Vec::new();
-    let mut want = Vec::new();
-    for (i, p) in payloads.iter().enumerate() {
-        let mut h = Header {
-            flags: Flags::new(PacketType::Data) | Flags::FIRST | Flags::LAST,
-            seq: 100 + i as u64,
-            ..header()
-        };
-        h.payload_len = p.len() as u32;
-        let mut pkt = vec![0u8; HEADER_LEN + p.len()];
-        encode_header(&h, &mut pkt).unwrap();
-        pkt[HEADER_LEN..].copy_from_slice(p);
-        batch.extend_from_slice(&pkt);
-        want.extend_from_slice(&enc(&h, &Body::Data(p)));
-    }
-    assert_ne!(batch, want, "unsealed");
-    seal_all(&mut batch).unwrap();
-    assert_eq!(batch, want);
-    let n = batch.len();
-    assert_eq!(
-        seal_all(&mut batch[..n - 1]),
-        Err(EncodeError::LengthMismatch)
-    );
-    assert_eq!(
-        seal_all(&mut batch[..n - 3 - HEADER_LEN]),
-        Err(EncodeError::LengthMismatch)
-    );
-    assert_eq!(seal_all(&mut []), Ok(()));
-}
-
 #[test]
 fn encode_header_then_seal() {
     let payload = b"in-place payload";
