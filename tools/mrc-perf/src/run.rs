@@ -6,7 +6,7 @@ use crate::hello::{Hello, Mode};
 use crate::pattern::{fill, verify, SizeSeq, SizeSpec, MAX_MSG};
 use crate::sock::{MsgReader, Proto, Socket};
 use crate::stats::{ConnInfo, ConnReport, Progress};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ pub struct StartGate {
     /// Threads waiting at the gate; a thread is listed before it counts in `arrived`.
     waiting: Mutex<Vec<Thread>>,
     arrived: AtomicUsize,
-    open: AtomicBool,
+    /// The start, set when the gate opens.
     at: OnceLock<Instant>,
 }
 
@@ -49,7 +49,6 @@ impl StartGate {
             opener: thread::current(),
             waiting: Mutex::new(Vec::with_capacity(conns)),
             arrived: AtomicUsize::new(0),
-            open: AtomicBool::new(false),
             at: OnceLock::new(),
         }
     }
@@ -63,7 +62,6 @@ impl StartGate {
             thread::park_timeout(Duration::from_millis(10));
         }
         let at = *self.at.get_or_init(Instant::now);
-        self.open.store(true, Ordering::Release);
         let waiting = std::mem::take(&mut *self.waiting.lock().unwrap_or_else(|e| e.into_inner()));
         for t in waiting {
             t.unpark();
@@ -81,11 +79,12 @@ impl StartGate {
             self.opener.unpark();
         }
         // An unpark that comes before park() makes it return at once.
-        while !self.open.load(Ordering::Acquire) {
+        loop {
+            if let Some(at) = self.at.get() {
+                return *at;
+            }
             thread::park();
         }
-        // `open` sets the time before it opens the gate.
-        self.at.get().copied().unwrap_or_else(Instant::now)
     }
 }
 
