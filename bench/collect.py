@@ -4,7 +4,7 @@
 
 bench/run-guest.sh writes one directory per run; this module reads them
 (standard library only: it runs inside the VM too) and checks each run the
-way the selftests do: every connection's messages, bytes and SHA-256 equal
+way the selftests do: every connection's messages, bytes and digest equal
 on both ends, both processes exited 0.
 
 Layout of OUTDIR (written by run-guest.sh):
@@ -147,7 +147,7 @@ def verify(client, server, parallel):
         if s.get("conn") is not None:
             by_conn[s["conn"]] = s
     sent = received = lost = 0
-    sha_match = True
+    digest_match = True
     for c in conns:
         i = c.get("conn")
         s = by_conn.get(i)
@@ -156,16 +156,16 @@ def verify(client, server, parallel):
         if s is None:
             problems.append("conn %s: no result from the server" % i)
             lost += cb
-            sha_match = False
+            digest_match = False
             continue
         sb = _num(s.get("bytes")) or 0
         received += sb
         lost += max(0, cb - sb)
-        for k in ("msgs", "bytes", "sha256"):
+        for k in ("msgs", "bytes", "digest"):
             if s.get(k) != c.get(k):
                 problems.append("conn %s: server %s %s, client %s" % (i, k, s.get(k), c.get(k)))
-                if k == "sha256":
-                    sha_match = False
+                if k == "digest":
+                    digest_match = False
     if client is not None and parallel is not None and len(server) != parallel:
         problems.append("%d server results for %d connections" % (len(server), parallel))
     summary = {
@@ -173,7 +173,7 @@ def verify(client, server, parallel):
         "bytes_sent": sent,
         "bytes_received": received,
         "bytes_lost": lost,
-        "sha256_match": sha_match and bool(conns),
+        "digest_match": digest_match and bool(conns),
     }
     return problems, summary
 
@@ -286,7 +286,7 @@ def run_record(rdir, transport):
         rec["verify"] = {
             "bytes_sent": meta.get("bytes"),
             "bytes_lost": 0 if meta.get("cmp_sent_ok") is True else None,
-            "sha256_match": meta.get("cmp_sent_ok") is True,
+            "digest_match": meta.get("cmp_sent_ok") is True,
         }
         return rec
 

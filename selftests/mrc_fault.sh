@@ -63,10 +63,10 @@ crc=$?
 wait $spid
 src=$?
 errs
-sha_s=$(mrc_json_field "$tmp/srv.json" 'd["sha256"]')
-sha_c=$(mrc_json_field "$tmp/cli.json" 'd["sha256"]')
+dig_s=$(mrc_json_field "$tmp/srv.json" 'd["digest"]')
+dig_c=$(mrc_json_field "$tmp/cli.json" 'd["digest"]')
 mrc_check "link down 2 s: transfer completes intact" "0 0 ok" \
-	"$crc $src $([ "$sha_s" = "$sha_c" ] && [ "$sha_s" != none ] && echo ok || echo "$sha_s != $sha_c")"
+	"$crc $src $([ "$dig_s" = "$dig_c" ] && [ "$dig_s" != none ] && echo ok || echo "$dig_s != $dig_c")"
 
 # Link deleted.
 ip netns exec "$B" "$MRC_STATUS" set user-timeout-ms 3000

@@ -128,7 +128,7 @@ b = [int(x) for x in sys.argv[4].split()]
 a = [int(x) for x in sys.argv[5].split()]
 d = [y - x for x, y in zip(b, a)]
 share = [round(100 * x / max(1, sum(d))) for x in d]
-ok = srv["sha256"] == cli["sha256"] and srv["bytes"] == cli["bytes"] and srv["ok"]
+ok = srv["digest"] == cli["digest"] and srv["bytes"] == cli["bytes"] and srv["ok"]
 print(f"intact={ok} paths={len(conns[0]['paths']) if conns else 0} "
       f"planes={'/'.join(map(str, share))} goodput_mbps={srv['goodput_mbps']:.1f} "
       f"max_gap_ms={srv['max_gap_us'] // 1000}")

@@ -68,7 +68,7 @@ import json, sys
 try:
     srv = json.loads(open(sys.argv[1]).readline())
     cli = json.load(open(sys.argv[2]))
-    intact = (srv["sha256"] == cli["sha256"] and srv["bytes"] == int(sys.argv[6])
+    intact = (srv["digest"] == cli["digest"] and srv["bytes"] == int(sys.argv[6])
               and cli["bytes"] == int(sys.argv[6]) and srv["ok"])
 except Exception:
     intact = False
@@ -82,7 +82,7 @@ print(f"intact={intact} locals={','.join(local)} shares={'/'.join(map(str, share
 PY
 )
 echo "# $out"
-mrc_check "16 MiB arrive intact (SHA-256, byte count)" "intact=True" "${out%% *}"
+mrc_check "16 MiB arrive intact (digest, byte count)" "intact=True" "${out%% *}"
 mrc_check "paths leave from both client addresses" "locals=10.0.1.1,10.0.2.1" \
 	"$(echo "$out" | cut -d' ' -f2)"
 shares=$(echo "$out" | sed 's/.*shares=//')

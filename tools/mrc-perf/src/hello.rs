@@ -3,7 +3,7 @@
 //! client before the data messages. It tells the server the connection index
 //! (so it can derive the seed `S + index` whatever order connections were
 //! accepted in) and the client's parameters (so mismatches are reported
-//! clearly). It is not counted in msgs, bytes or the SHA-256.
+//! clearly). It is not counted in msgs, bytes or the digest.
 //!
 //! Layout (32 bytes, integers big endian):
 //! `magic "MRCPERF1" | conn u32 | mode u8 | 0 u8 x3 | seed u64 | msg_size u32

@@ -89,7 +89,7 @@ fn server_for(lines: &[Value], conn: u64) -> &Value {
 }
 
 /// Client and server agree on every connection: both OK, same message and
-/// byte counts, same SHA-256.
+/// byte counts, same digest.
 fn check_pair(client: &Value, server: &[Value], parallel: u64, proto: &str) {
     assert_eq!(client["ok"], true, "client: {client}");
     assert_eq!(client["role"], "client");
@@ -111,9 +111,9 @@ fn check_pair(client: &Value, server: &[Value], parallel: u64, proto: &str) {
         // The client's hello went out after the start; the server sends none.
         assert!(c["hello_us"].as_u64().is_some(), "client conn {i}: {c}");
         assert_eq!(s["hello_us"], Value::Null);
-        let sha = c["sha256"].as_str().expect("client sha256");
-        assert_eq!(sha.len(), 64);
-        assert_eq!(s["sha256"].as_str(), Some(sha), "conn {i} sha256");
+        let digest = c["digest"].as_str().expect("client digest");
+        assert_eq!(digest.len(), 32);
+        assert_eq!(s["digest"].as_str(), Some(digest), "conn {i} digest");
         assert_eq!(s["msgs"], c["msgs"], "conn {i} msgs");
         assert_eq!(s["bytes"], c["bytes"], "conn {i} bytes");
         assert_eq!(s["seed"], c["seed"], "conn {i} seed");
@@ -131,7 +131,7 @@ fn check_pair(client: &Value, server: &[Value], parallel: u64, proto: &str) {
     }
     assert_eq!(client["bytes"].as_u64(), Some(total));
     if parallel == 1 {
-        assert_eq!(client["sha256"], conns[0]["sha256"]);
+        assert_eq!(client["digest"], conns[0]["digest"]);
         assert_eq!(client["conn"].as_u64(), Some(0));
     }
 }
