@@ -3,8 +3,8 @@
 #
 # Reliable transfers between two namespaces with mrc-perf: messages of
 # 1 B to 1 MiB (seeded sizes and contents, each message checked by length
-# and content at the receiver), a digest (XXH3-128) of everything sent equal to
-# everything received, over IPv4 and IPv6; the same through netem loss,
+# and content at the receiver), a digest (XXH3-128) of everything sent
+# equal to everything received, over IPv4 and IPv6; the same through netem loss,
 # reordering, duplication and corruption; ECN marks echoed instead of
 # losses; many concurrent connections;
 # close with data in flight, then rmmod.

@@ -174,6 +174,11 @@ impl Progress {
         }
     }
 
+    /// The digest of the message bytes so far, as hex.
+    pub fn digest_hex(&self) -> String {
+        hex(&self.digest.digest128().to_be_bytes())
+    }
+
     /// One message of `data` sent or received at `now`.
     pub fn record(&mut self, now: Instant, data: &[u8]) {
         self.digest.update(data);
@@ -291,7 +296,7 @@ impl ConnReport {
             conn: info.conn,
             msgs: p.msgs,
             bytes: p.bytes,
-            digest: hex(&p.digest.digest128().to_be_bytes()),
+            digest: p.digest_hex(),
             ok: error.is_none(),
             error,
             errno,
@@ -536,10 +541,7 @@ mod tests {
     fn digest_is_xxh3_128() {
         let mut p = Progress::new(Instant::now(), Duration::from_millis(10));
         // The reference implementation's XXH3-128 of no input.
-        assert_eq!(
-            hex(&p.digest.digest128().to_be_bytes()),
-            "99aa06d3014798d86001c324468d497f"
-        );
+        assert_eq!(p.digest_hex(), "99aa06d3014798d86001c324468d497f");
         // Split updates give the digest of the whole stream.
         p.record(Instant::now(), b"multipath ");
         p.record(Instant::now(), b"reliable");
