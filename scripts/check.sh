@@ -13,6 +13,7 @@ cd "$top"
 
 passed=0
 failed=0
+failed_steps=()
 logdir=$(mktemp -d)
 pass() { passed=$((passed + $1)); }
 fail() { failed=$((failed + $1)); }
@@ -28,6 +29,7 @@ step() {
 		return 0
 	fi
 	fail 1
+	failed_steps+=("$name")
 	tail -n 40 "$log" | sed 's/^/   | /'
 	echo "   FAILED ($name)"
 	return 1
@@ -35,6 +37,12 @@ step() {
 
 finish() {
 	echo
+	# Repeated at the end, where a truncated log still shows them.
+	if [ "$failed" -gt 0 ]; then
+		echo "failures:"
+		[ ${#failed_steps[@]} -eq 0 ] || printf '  %s\n' "${failed_steps[@]}"
+		grep -h -E '^not ok |\[FAIL\]|^test .* FAILED$' "$logdir"/*.log 2>/dev/null | sed 's/^/  /' || true
+	fi
 	echo "$passed passed, $failed failed"
 	[ "$failed" -eq 0 ]
 	exit
