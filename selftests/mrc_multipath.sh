@@ -151,8 +151,12 @@ mrc_check "every plane carries at least 15% of the bytes ($shares %)" 1 $((low >
 
 # The paths of each plane, by the client's local address, as mrc-status
 # shows them: "plane2=5,6,7,8 plane3=... ev=ID:PORT" (the blackholed EV is
-# plane 4's lowest path id).
+# plane 4's lowest path id). The client keeps the connection open for 5 s
+# after its last message, so that the listings after the faults find it
+# however soon the rest of the transfer is over.
+client_args="--hold-ms 5000"
 start $((64 << 20))
+client_args=
 planes=$($MRC_PY -c 'import json, sys
 c = json.load(open(sys.argv[1]))["connections"][0]
 by = lambda n: sorted(p["id"] for p in c["paths"] if p["local_addr"] == f"10.80.{n}.2")
@@ -189,11 +193,11 @@ tc -n "$B" filter add dev vb4 parent 1: protocol ip u32 match ip protocol 17 0xf
 faulted=$(plane_bytes)
 fault_t=$(cut -d' ' -f1 /proc/uptime)
 fault_client=$(client_state)
-# The paths as mrc-status shows them while the rest of the transfer runs:
-# the last listing taken while the connection was there, from 300 ms after
-# the faults on (failures are found within milliseconds). A listing takes
-# seconds on the debug VM, so a wait for a later point of progress could
-# return after the transfer had ended.
+# The paths as mrc-status shows them while the rest of the transfer runs
+# and the connection is held open: the last listing taken while the
+# connection was there, from 300 ms after the faults on (failures are found
+# within milliseconds). A listing takes seconds on the debug VM, so a wait
+# for a later point of progress could return after the transfer had ended.
 mrc_sleep 0.3
 echo '{"connections": []}' >"$tmp/late.json"
 late_n=0

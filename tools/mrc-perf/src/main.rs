@@ -126,6 +126,11 @@ struct ClientArgs {
     /// Retry refused connections for up to MS milliseconds (0: no retry).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     retry_ms: u64,
+    /// Keep each connection open and idle for MS milliseconds after its
+    /// last message, before shutting it down (so that its state can be
+    /// looked at after the transfer).
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    hold_ms: u64,
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -360,6 +365,7 @@ fn client(a: ClientArgs) -> ExitCode {
             limit,
             interval: Duration::from_millis(c.interval_ms),
             timeout: c.timeout,
+            hold: Duration::from_millis(a.hold_ms),
         })
         .collect();
     let gate = StartGate::new(conns.len());

@@ -99,6 +99,8 @@ pub struct ClientConn {
     pub limit: Limit,
     pub interval: Duration,
     pub timeout: Option<Duration>,
+    /// Idle time between the last message and the shutdown.
+    pub hold: Duration,
 }
 
 impl ClientConn {
@@ -124,19 +126,27 @@ impl ClientConn {
         }
     }
 
-    /// Sends the messages on `sock`, then shuts down writing and waits for
-    /// the server to close. Returns the report and the round trips (ns).
+    /// Sends the messages on `sock`, holds the connection open for
+    /// `hold`, then shuts down writing and waits for the server to close. Returns the report and the round trips (ns).
     pub fn run(&self, sock: Socket, gate: &StartGate) -> (ConnReport, Vec<u64>) {
         let start = gate.wait();
         let mut p = Progress::new(start, self.interval);
-        let r = self.transfer(&sock, &mut p, start);
-        let end = Instant::now();
+        let mut held = Duration::ZERO;
+        let r = self.transfer(&sock, &mut p, start, &mut held);
+        // The hold is idle time, not part of the transfer.
+        let end = Instant::now() - held;
         drop(sock);
         let report = ConnReport::new(&self.info(), &mut p, end, r);
         (report, p.rtts)
     }
 
-    fn transfer(&self, sock: &Socket, p: &mut Progress, start: Instant) -> Result<()> {
+    fn transfer(
+        &self,
+        sock: &Socket,
+        p: &mut Progress,
+        start: Instant,
+        held: &mut Duration,
+    ) -> Result<()> {
         if let Some(t) = self.timeout {
             sock.set_timeout(t)?;
         }
@@ -195,6 +205,8 @@ impl ClientConn {
                 p.record(Instant::now(), msg);
             }
         }
+        thread::sleep(self.hold);
+        *held = self.hold;
         sock.shutdown_write()?;
         match reader.recv(sock) {
             // SCTP has no half-close: shutdown() starts the association's

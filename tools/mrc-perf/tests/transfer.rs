@@ -226,6 +226,19 @@ fn tcp_single_small_message() {
 }
 
 #[test]
+fn tcp_hold_keeps_the_connection_open_after_the_data() {
+    let (client, server) = throughput("tcp", "127.0.0.1", 1, &["--bytes", "1", "--hold-ms", "600"]);
+    // The server sees the end of the stream only after the hold; the
+    // client's own elapsed time leaves the hold out.
+    let srv_s = server[0]["elapsed_s"].as_f64().expect("server elapsed_s");
+    let cli_s = client["conns"][0]["elapsed_s"]
+        .as_f64()
+        .expect("client elapsed_s");
+    assert!(srv_s >= 0.6, "server saw the end after {srv_s} s");
+    assert!(cli_s < 0.6, "client elapsed {cli_s} s includes the hold");
+}
+
+#[test]
 fn tcp_first_messages_include_extremes() {
     // 2 bytes need two messages: 1 byte, then 1 MiB.
     let (client, _) = throughput("tcp", "127.0.0.1", 1, &["--bytes", "2"]);
