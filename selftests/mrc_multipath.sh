@@ -210,6 +210,7 @@ while [ $late_n -lt 1500 ]; do
 	mrc_sleep 0.2
 done
 finish "faults"
+done_t=$(cut -d' ' -f1 /proc/uptime)
 kill $swpid
 wait $swpid
 mrc_check "faults: data intact" "intact=True" "$(echo "$out" | cut -d' ' -f1)"
@@ -318,6 +319,19 @@ PY
 )
 echo "# monitor: $ev ($(grep -c 'events were lost' "$tmp/events") overruns)"
 head -60 "$tmp/timeline" | sed 's/^/# monitor timeline: /'
+# Each failure of a path that failed, wherever it is in the timeline, with
+# the path's three changes before it, and the stalls of the second before.
+others_failed=$(echo "$ev" | cut -d' ' -f7 | sed 's/^others-failed=//')
+if [ "$others_failed" != none ]; then
+	echo "# monitor: the client exited $(awk -v a="$done_t" -v b="${fault_t:-0}" 'BEGIN { printf "%.1f", a - b }') s after the faults, after its 5 s hold"
+	for id in ${others_failed//,/ }; do
+		grep -E " path_state_change $id " "$tmp/timeline" | grep -B3 -E " failed (probe_timeout|local_down)" |
+			tail -12 | sed "s/^/# monitor timeline of path $id: /"
+		t=$(grep -E " path_state_change $id .* failed (probe_timeout|local_down)" "$tmp/timeline" | tail -1 | cut -d' ' -f1 | tr -d 's')
+		[ -n "$t" ] && awk -v t="$t" '$2 == "stall" { x = $1; sub(/s$/, "", x); if (x + 0 >= t - 1 && x + 0 <= t + 0) print }' \
+			"$tmp/timeline" | sed "s/^/# monitor stalls before path $id failed: /"
+	done
+fi
 mrc_check "monitor: connection established and closed events" "established closed" \
 	"$(echo "$ev" | cut -d' ' -f1-2)"
 mrc_check "monitor: plane 2's paths failed, then answered again" \
