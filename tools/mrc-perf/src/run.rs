@@ -127,7 +127,8 @@ impl ClientConn {
     }
 
     /// Sends the messages on `sock`, holds the connection open for
-    /// `hold`, then shuts down writing and waits for the server to close. Returns the report and the round trips (ns).
+    /// `hold`, then shuts down writing and waits for the server to close.
+    /// Returns the report and the round trips (ns).
     pub fn run(&self, sock: Socket, gate: &StartGate) -> (ConnReport, Vec<u64>) {
         let start = gate.wait();
         let mut p = Progress::new(start, self.interval);
