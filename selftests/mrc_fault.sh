@@ -76,17 +76,23 @@ start $((1 << 30))
 # The time counts from before the deletion, which can itself take seconds
 # on a loaded VM (the device is unregistered only once its references are
 # gone), while the user timeout runs from the last acknowledgement before it.
+# The upper bound only has to tell the 3 s timeout from the 30 s default:
+# how much later than 3 s the client hears of it depends on how slowly the
+# emulated CPUs run, which a test cannot bound (the core's tests time the
+# deadline itself exactly).
 t0=$EPOCHREALTIME
 ip -n "$B" link del veth-b
+del_ms=$(mrc_ms_since "$t0")
 wait $cpid
 crc=$?
 ms=$(mrc_ms_since "$t0")
 dt=$((ms / 1000)).$((ms % 1000 / 100))
+echo "# link deleted: ip took $del_ms ms, the client failed $ms ms after it started"
 errs
 mrc_check "link deleted: client fails with ETIMEDOUT" "rc=1 errno=110" \
 	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
-mrc_check "link deleted: after the 3 s user timeout, within 8 s (took $dt s)" 1 \
-	$((ms >= 2500 && ms <= 8000))
+mrc_check "link deleted: after the 3 s user timeout, well before the 30 s default (took $dt s)" 1 \
+	$((ms >= 2500 && ms <= 15000))
 wait $spid
 src=$?
 mrc_check "link deleted: server fails with ETIMEDOUT" "rc=1 errno=110" \

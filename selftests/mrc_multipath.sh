@@ -563,8 +563,11 @@ src=$?
 kill $mpid
 mrc_check "all planes down for good: client fails with ETIMEDOUT" "rc=1 errno=110" \
 	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
-mrc_check "all planes down for good: after the 3 s user timeout, within 8 s (took $ms ms)" 1 \
-	$((ms >= 2000 && ms <= 8000))
+# The upper bound tells the 3 s timeout from the 30 s default; how much
+# later than 3 s the client hears of it depends on how slowly the emulated
+# CPUs run (the core's tests time the deadline itself).
+mrc_check "all planes down for good: after the 3 s user timeout, well before the 30 s default (took $ms ms)" 1 \
+	$((ms >= 2000 && ms <= 15000))
 mrc_check "all planes down for good: server fails with ETIMEDOUT" "rc=1 errno=110" \
 	"rc=$src errno=$(mrc_json_field "$tmp/srv.json" 'd["errno"]')"
 planes_set up
