@@ -6,17 +6,18 @@
 # endpoint add) on both sides. A connection opens ev_per_plane paths per
 # plane (plus the handshake's path) and spreads a verified transfer over
 # all four planes. A second transfer goes through faults at set points of
-# its progress: plane 2 goes down (link down) and comes back and must carry
-# traffic again; then plane 3 loses every packet (netem loss 100%) and one
-# entropy value of plane 4 is blackholed (a tc filter drops its UDP source
-# port). Every byte arrives; mrc-status shows exactly those paths down, and
-# monitor the paths that failed, with the reason. Then planes of 0.5/1/2/4
-# Mbit/s carry shares that follow their rates; a plane whose delay grows by
-# 200 ms each way mid-transfer loses its traffic (request and response
-# traffic on 1 Mbit/s planes, see there); MRC and MPTCP (one subflow per
-# plane) each lose plane 2 at 30 % of a transfer, for a printed comparison
-# of goodput and longest delivery gap; and a connection survives every
-# plane down for 2 s, but not past its user timeout (ETIMEDOUT).
+# its progress: plane 2 goes down (route removed, link down) and comes
+# back and must carry traffic again; then plane 3 loses every packet
+# (netem loss 100%) and one entropy value of plane 4 is blackholed (a tc
+# filter drops its UDP source port). Every byte arrives; mrc-status shows
+# exactly those paths down, and monitor the paths that failed, with the
+# reason. Then planes of 0.5/1/2/4 Mbit/s carry shares that follow their
+# rates; a plane whose delay grows by 200 ms each way mid-transfer loses
+# its traffic (request and response traffic on 1 Mbit/s planes, see
+# there); MRC and MPTCP (one subflow per plane) each lose plane 2 at 30 %
+# of a transfer, for a printed comparison of goodput and longest delivery
+# gap; and a connection survives every plane down for 2 s, but not past
+# its user timeout (ETIMEDOUT).
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_perf_setup
@@ -154,6 +155,10 @@ mrc_check "every plane carries at least 15% of the bytes ($shares %)" 1 $((low >
 # plane 4's lowest path id). The client keeps the connection open for 5 s
 # after its last message, so that the listings after the faults find it
 # however soon the rest of the transfer is over.
+# Stalls of the emulated CPUs from before the connection to its end, plane
+# 2's outage included; see "no other path failed" below.
+$MRC_UTIL stall-watch >"$tmp/stalls" &
+swpid=$!
 client_args="--hold-ms 5000"
 start $((64 << 20))
 client_args=
@@ -167,6 +172,14 @@ print(f"plane2={ids(by(2))} plane3={ids(by(3))} ev={ev}:{port}")' "$tmp/conns.js
 echo "# paths: $planes"
 ev_port=${planes##*:}
 at_progress 15
+# B's route to plane 2 goes first, then its link. Linux stops a device's
+# queue before it removes the device's routes, and the stop waits for RCU
+# grace periods, which take long enough on the debug VM for the failure
+# detector to fail the plane's paths by silence (probe_timeout) before any
+# send returns an error. With the route gone first, B's next packet on
+# plane 2 cannot be sent, which the check on local_down below relies on.
+# The route comes back with the link.
+ip -n "$B" route del 10.80.2.0/24 dev vb2
 ip -n "$B" link set vb2 down
 at_progress 30
 # Plane 2 stays down until the monitor has seen its paths fail: a path
@@ -183,10 +196,6 @@ back=$(plane_bytes)
 mrc_wait_for 300 mrc_stat_cmp "$A" rx_bytes -ge $((at + total / 10))
 back_end=$(plane_bytes)
 at_progress 50
-# Stalls of the emulated CPUs from here to the end of the transfer; see
-# "no other path failed" below.
-$MRC_UTIL stall-watch >"$tmp/stalls" &
-swpid=$!
 tc -n "$B" qdisc change dev vb3 parent 1:1 handle 10: netem delay 1ms loss 100%
 tc -n "$B" filter add dev vb4 parent 1: protocol ip u32 match ip protocol 17 0xff \
 	match ip sport "$ev_port" 0xffff action drop
@@ -256,8 +265,9 @@ mrc_check "plane 2 carries traffic again after coming back" 1 $((back_share >= 5
 # The monitor: connection events, and which paths failed for lack of
 # answers (probe_timeout) or because B could not send on them (local_down).
 # Plane 2's failed and came back, at least one of them at once when B
-# found it could not send (its link is B's); plane 3's and the blackholed
-# EV failed for lack of answers; plane 1 and the rest of plane 4 never did.
+# found it could not send (its route and link are B's); plane 3's and the
+# blackholed EV failed for lack of answers; plane 1 and the rest of plane 4
+# never did.
 ev=$($MRC_PY - "$tmp/events" "$planes" "${fault_t:-0}" "$tmp/timeline" "$tmp/stalls" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
