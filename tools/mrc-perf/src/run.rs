@@ -132,21 +132,30 @@ impl ClientConn {
     pub fn run(&self, sock: Socket, gate: &StartGate) -> (ConnReport, Vec<u64>) {
         let start = gate.wait();
         let mut p = Progress::new(start, self.interval);
-        let mut held = Duration::ZERO;
-        let r = self.transfer(&sock, &mut p, start, &mut held);
-        // The hold is idle time, not part of the transfer.
+        // One reader for both steps: the check for a message after the last
+        // one sees whatever the echoes left buffered. The hold is idle time,
+        // not part of the transfer.
+        let mut reader = MsgReader::new();
+        let (r, held) = match self.send_all(&sock, &mut p, start, &mut reader) {
+            Ok(()) => {
+                thread::sleep(self.hold);
+                (self.close(&sock, &mut reader), self.hold)
+            }
+            Err(e) => (Err(e), Duration::ZERO),
+        };
         let end = Instant::now() - held;
         drop(sock);
         let report = ConnReport::new(&self.info(), &mut p, end, r);
         (report, p.rtts)
     }
 
-    fn transfer(
+    /// Sends the hello and the messages; in latency mode, checks each echo.
+    fn send_all(
         &self,
         sock: &Socket,
         p: &mut Progress,
         start: Instant,
-        held: &mut Duration,
+        reader: &mut MsgReader,
     ) -> Result<()> {
         if let Some(t) = self.timeout {
             sock.set_timeout(t)?;
@@ -163,7 +172,6 @@ impl ClientConn {
         let seed = hello.conn_seed();
         let mut sizes = SizeSeq::new(self.size, seed);
         let mut buf = vec![0u8; MAX_MSG];
-        let mut reader = MsgReader::new();
         loop {
             let done = match self.limit {
                 Limit::Bytes(b) => p.bytes >= b,
@@ -206,8 +214,11 @@ impl ClientConn {
                 p.record(Instant::now(), msg);
             }
         }
-        thread::sleep(self.hold);
-        *held = self.hold;
+        Ok(())
+    }
+
+    /// Shuts down writing and waits for the server to close.
+    fn close(&self, sock: &Socket, reader: &mut MsgReader) -> Result<()> {
         sock.shutdown_write()?;
         match reader.recv(sock) {
             // SCTP has no half-close: shutdown() starts the association's
