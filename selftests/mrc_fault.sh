@@ -75,11 +75,12 @@ rx0=$(mrc_stat "$A" rx_bytes)
 start $((1 << 30))
 # The time counts from before the deletion, which can itself take seconds
 # on a loaded VM (the device is unregistered only once its references are
-# gone), while the user timeout runs from the last acknowledgement before it.
-# The upper bound only has to tell the 3 s timeout from the 30 s default:
-# how much later than 3 s the client hears of it depends on how slowly the
-# emulated CPUs run, which a test cannot bound (the core's tests time the
-# deadline itself exactly).
+# gone). The user timeout runs from the last acknowledgement, which can come
+# during the deletion, since the device passes packets for part of it. The
+# upper bound only has to tell the 3 s timeout from the 30 s default: how
+# much later than 3 s the client hears of it depends on how slowly the
+# emulated CPUs run, which a test cannot bound (the simulator checks the
+# deadline itself, in tools/mrc-core/tests/multipath_sim.rs).
 t0=$EPOCHREALTIME
 ip -n "$B" link del veth-b
 del_ms=$(mrc_ms_since "$t0")

@@ -575,7 +575,8 @@ mrc_check "all planes down for good: client fails with ETIMEDOUT" "rc=1 errno=11
 	"rc=$crc errno=$(mrc_json_field "$tmp/cli.json" 'd["errno"]')"
 # The upper bound tells the 3 s timeout from the 30 s default; how much
 # later than 3 s the client hears of it depends on how slowly the emulated
-# CPUs run (the core's tests time the deadline itself).
+# CPUs run (the simulator checks the deadline itself, in
+# tools/mrc-core/tests/multipath_sim.rs).
 mrc_check "all planes down for good: after the 3 s user timeout, well before the 30 s default (took $ms ms)" 1 \
 	$((ms >= 2000 && ms <= 15000))
 mrc_check "all planes down for good: server fails with ETIMEDOUT" "rc=1 errno=110" \
