@@ -150,15 +150,15 @@ shares=$(echo "$out" | sed 's/.*planes=\([0-9/]*\).*/\1/')
 low=$(echo "$shares" | tr '/' '\n' | sort -n | head -1)
 mrc_check "every plane carries at least 15% of the bytes ($shares %)" 1 $((low >= 15))
 
+# Stalls of the emulated CPUs from before the connection to its end, plane
+# 2's outage included; see "no other path failed" below.
+$MRC_UTIL stall-watch >"$tmp/stalls" &
+swpid=$!
 # The paths of each plane, by the client's local address, as mrc-status
 # shows them: "plane2=5,6,7,8 plane3=... ev=ID:PORT" (the blackholed EV is
 # plane 4's lowest path id). The client keeps the connection open for 5 s
 # after its last message, so that the listings after the faults find it
 # however soon the rest of the transfer is over.
-# Stalls of the emulated CPUs from before the connection to its end, plane
-# 2's outage included; see "no other path failed" below.
-$MRC_UTIL stall-watch >"$tmp/stalls" &
-swpid=$!
 client_args="--hold-ms 5000"
 start $((64 << 20))
 client_args=
@@ -335,10 +335,13 @@ others_failed=$(echo "$ev" | cut -d' ' -f7 | sed 's/^others-failed=//')
 if [ "$others_failed" != none ]; then
 	echo "# monitor: the client exited $(awk -v a="$done_t" -v b="${fault_t:-0}" 'BEGIN { printf "%.1f", a - b }') s after the faults, after its 5 s hold"
 	for id in ${others_failed//,/ }; do
-		grep -E " path_state_change $id " "$tmp/timeline" | grep -B3 -E " failed (probe_timeout|local_down)" |
-			tail -12 | sed "s/^/# monitor timeline of path $id: /"
-		t=$(grep -E " path_state_change $id .* failed (probe_timeout|local_down)" "$tmp/timeline" | tail -1 | cut -d' ' -f1 | tr -d 's')
-		[ -n "$t" ] && awk -v t="$t" '$2 == "stall" { x = $1; sub(/s$/, "", x); if (x + 0 >= t - 1 && x + 0 <= t + 0) print }' \
+		fails=$(grep -E " path_state_change $id " "$tmp/timeline" |
+			grep -B3 -E " failed (probe_timeout|local_down)" | tail -12)
+		[ -n "$fails" ] || continue
+		echo "$fails" | sed "s/^/# monitor timeline of path $id: /"
+		# The last line is the path's last failure.
+		t=$(echo "$fails" | tail -1 | cut -d' ' -f1 | tr -d 's')
+		awk -v t="$t" '$2 == "stall" { x = $1; sub(/s$/, "", x); if (x + 0 >= t - 1 && x + 0 <= t + 0) print }' \
 			"$tmp/timeline" | sed "s/^/# monitor stalls before path $id failed: /"
 	done
 fi
