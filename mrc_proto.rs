@@ -440,6 +440,49 @@ impl Endpoint {
         }
     }
 
+    /// Returns whether the address is a loopback address: 127.0.0.0/8 or ::1.
+    pub fn is_loopback(&self) -> bool {
+        match self.family {
+            FAMILY_V4 => self.addr[0] == 127,
+            FAMILY_V6 => self.addr == V6_LOOPBACK,
+            _ => false,
+        }
+    }
+
+    /// Returns whether the address is link-local: 169.254.0.0/16 or fe80::/10.
+    pub fn is_link_local(&self) -> bool {
+        match self.family {
+            FAMILY_V4 => self.addr[0] == 169 && self.addr[1] == 254,
+            FAMILY_V6 => self.addr[0] == 0xfe && self.addr[1] & 0xc0 == 0x80,
+            _ => false,
+        }
+    }
+
+    /// Returns whether a packet could be sent to the endpoint at all: a valid endpoint with a
+    /// non-zero port whose address is unicast and specified.
+    ///
+    /// Refused: port 0; for IPv4 0.0.0.0/8 ("this network"), 224.0.0.0/4 (multicast) and
+    /// 240.0.0.0/4 (reserved, with the broadcast address 255.255.255.255); for IPv6 the
+    /// unspecified address `::`, IPv4-mapped addresses `::ffff:0:0/96` (an IPv4 peer announces
+    /// an IPv4 endpoint) and ff00::/8 (multicast). Loopback and link-local addresses pass; whether
+    /// they may be used depends on the address the handshake came from (see
+    /// [`screen_peer_endpoint`]).
+    pub fn is_routable_unicast(&self) -> bool {
+        if !self.is_valid() || self.port == 0 {
+            return false;
+        }
+        let a = &self.addr;
+        match self.family {
+            FAMILY_V4 => a[0] != 0 && a[0] < 224,
+            FAMILY_V6 => {
+                let unspecified = a.iter().all(|&b| b == 0);
+                let mapped = a.iter().take(10).all(|&b| b == 0) && a[10] == 0xff && a[11] == 0xff;
+                !unspecified && !mapped && a[0] != 0xff
+            }
+            _ => false,
+        }
+    }
+
     /// Returns the IPv4 address if this is an IPv4 endpoint.
     pub fn ipv4(&self) -> Option<[u8; 4]> {
         if self.family != FAMILY_V4 {
@@ -481,6 +524,30 @@ impl Endpoint {
             None
         }
     }
+}
+
+/// The IPv6 loopback address `::1`.
+const V6_LOOPBACK: [u8; 16] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
+/// Returns whether an endpoint the peer announced in its SYN or SYN_ACK may be used for a path.
+///
+/// `handshake_from` is the address the handshake came from (its port is ignored): the source
+/// of the SYN on the accepting end, the address connected to on the connecting end; `None` if
+/// it is not known. The endpoint must be routable unicast ([`Endpoint::is_routable_unicast`]);
+/// a loopback endpoint is taken only from a peer whose handshake address is loopback too, a
+/// link-local one only from a peer whose handshake address is link-local: otherwise a remote
+/// peer could make this host send to its own services or to its link's neighbours.
+pub fn screen_peer_endpoint(ep: &Endpoint, handshake_from: Option<&Endpoint>) -> bool {
+    if !ep.is_routable_unicast() {
+        return false;
+    }
+    if ep.is_loopback() {
+        return handshake_from.is_some_and(Endpoint::is_loopback);
+    }
+    if ep.is_link_local() {
+        return handshake_from.is_some_and(Endpoint::is_link_local);
+    }
+    true
 }
 
 /// Storage of a handshake's endpoint list: wire bytes (decoded) or a slice (to encode).
@@ -1358,6 +1425,82 @@ pub fn crc32c_raw_soft(mut crc: u32, data: &[u8]) -> u32 {
         crc = crc_tab(0, (crc as u8) ^ byte) ^ (crc >> 8);
     }
     crc
+}
+
+// ---------------------------------------------------------------------------------------------
+// SipHash
+// ---------------------------------------------------------------------------------------------
+
+/// One SipRound over the state `v`.
+fn sip_round(v: &mut [u64; 4]) {
+    v[0] = v[0].wrapping_add(v[1]);
+    v[1] = v[1].rotate_left(13) ^ v[0];
+    v[0] = v[0].rotate_left(32);
+    v[2] = v[2].wrapping_add(v[3]);
+    v[3] = v[3].rotate_left(16) ^ v[2];
+    v[0] = v[0].wrapping_add(v[3]);
+    v[3] = v[3].rotate_left(21) ^ v[0];
+    v[2] = v[2].wrapping_add(v[1]);
+    v[1] = v[1].rotate_left(17) ^ v[2];
+    v[2] = v[2].rotate_left(32);
+}
+
+/// Absorbs one little-endian message word into the state `v` (two SipRounds).
+fn sip_absorb(v: &mut [u64; 4], m: u64) {
+    v[3] ^= m;
+    sip_round(v);
+    sip_round(v);
+    v[0] ^= m;
+}
+
+/// Returns SipHash-2-4 of `msg` under the 128-bit key `key` (`key[0]` is the first 8 key bytes
+/// read little-endian, `key[1]` the next 8), as the reference implementation of Aumasson and
+/// Bernstein computes it: a keyed pseudorandom function whose output an observer who does not
+/// know the key cannot predict from other outputs.
+pub fn siphash24(key: [u64; 2], msg: &[u8]) -> u64 {
+    let [k0, k1] = key;
+    let mut v = [
+        k0 ^ 0x736f_6d65_7073_6575,
+        k1 ^ 0x646f_7261_6e64_6f6d,
+        k0 ^ 0x6c79_6765_6e65_7261,
+        k1 ^ 0x7465_6462_7974_6573,
+    ];
+    let mut chunks = msg.chunks_exact(8);
+    for chunk in &mut chunks {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            continue;
+        };
+        sip_absorb(&mut v, u64::from_le_bytes(word));
+    }
+    // The last word holds the remaining bytes and the length modulo 256 in its top byte.
+    let mut last = [0u8; 8];
+    for (d, s) in last.iter_mut().zip(chunks.remainder()) {
+        *d = *s;
+    }
+    last[7] = msg.len() as u8;
+    sip_absorb(&mut v, u64::from_le_bytes(last));
+    v[2] ^= 0xff;
+    for _ in 0..4 {
+        sip_round(&mut v);
+    }
+    v[0] ^ v[1] ^ v[2] ^ v[3]
+}
+
+/// Returns SipHash-2-4 under `key` of `session_id` and `counter` (16 bytes, each
+/// little-endian): the `counter`-th value of a sequence of the session that looks random to
+/// anyone without the key, such as the nonces of a connection's PROBEs. Sessions that share a
+/// key still get unrelated sequences.
+pub fn keyed_nonce(key: [u64; 2], session_id: u64, counter: u64) -> u64 {
+    let mut msg = [0u8; 16];
+    for (d, s) in msg.iter_mut().zip(
+        session_id
+            .to_le_bytes()
+            .iter()
+            .chain(counter.to_le_bytes().iter()),
+    ) {
+        *d = *s;
+    }
+    siphash24(key, &msg)
 }
 
 /// Returns the CRC32C of `data` continued from `init`, the CRC32C of the preceding bytes.

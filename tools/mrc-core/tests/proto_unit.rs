@@ -868,3 +868,130 @@ fn encode_buffer_too_small() {
         assert_eq!(encode(&header(), body, &mut out), Ok(need));
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// SipHash
+// ---------------------------------------------------------------------------------------------
+
+/// The key of the SipHash test vectors: bytes 00 01 .. 0f.
+const SIP_KEY: [u64; 2] = [0x0706_0504_0302_0100, 0x0f0e_0d0c_0b0a_0908];
+
+#[test]
+fn siphash24_matches_the_reference_vectors() {
+    let msg: Vec<u8> = (0..64).collect();
+    // Appendix A of the SipHash paper (Aumasson, Bernstein): message 00 .. 0e.
+    assert_eq!(siphash24(SIP_KEY, &msg[..15]), 0xa129_ca61_49be_45e5);
+    // vectors.h of the reference implementation: the empty message, and 00 .. 07.
+    assert_eq!(siphash24(SIP_KEY, &[]), 0x726f_db47_dd0e_0e31);
+    assert_eq!(siphash24(SIP_KEY, &msg[..8]), 0x93f5_f579_9a93_2462);
+}
+
+#[test]
+#[allow(deprecated)]
+fn siphash24_matches_std_for_every_length() {
+    use std::hash::{Hasher, SipHasher};
+    let msg: Vec<u8> = (0..64u8).map(|b| b.wrapping_mul(37) ^ 0x5a).collect();
+    for key in [SIP_KEY, [0, 0], [u64::MAX, 1 << 63]] {
+        for len in 0..=msg.len() {
+            let mut h = SipHasher::new_with_keys(key[0], key[1]);
+            h.write(&msg[..len]);
+            assert_eq!(siphash24(key, &msg[..len]), h.finish(), "len {len}");
+        }
+    }
+}
+
+#[test]
+fn keyed_nonce_depends_on_key_session_and_counter() {
+    let mut msg = [0u8; 16];
+    msg[..8].copy_from_slice(&7u64.to_le_bytes());
+    msg[8..].copy_from_slice(&1u64.to_le_bytes());
+    assert_eq!(keyed_nonce(SIP_KEY, 7, 1), siphash24(SIP_KEY, &msg));
+    let n = keyed_nonce(SIP_KEY, 7, 1);
+    assert_ne!(n, keyed_nonce(SIP_KEY, 7, 2));
+    assert_ne!(n, keyed_nonce(SIP_KEY, 8, 1));
+    assert_ne!(n, keyed_nonce([SIP_KEY[0] ^ 1, SIP_KEY[1]], 7, 1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Peer endpoint screening
+// ---------------------------------------------------------------------------------------------
+
+fn v6(s: &str) -> [u8; 16] {
+    s.parse::<std::net::Ipv6Addr>().unwrap().octets()
+}
+
+#[test]
+fn peer_endpoints_must_be_routable_unicast() {
+    let bad = [
+        Endpoint::v4([10, 0, 0, 1], 0, false),
+        Endpoint::v4([0, 0, 0, 0], 5000, false),
+        Endpoint::v4([0, 1, 2, 3], 5000, false),
+        Endpoint::v4([255, 255, 255, 255], 5000, false),
+        Endpoint::v4([224, 0, 0, 1], 5000, false),
+        Endpoint::v4([239, 255, 255, 250], 5000, false),
+        Endpoint::v4([240, 0, 0, 1], 5000, false),
+        Endpoint::v6(v6("::"), 5000, false),
+        Endpoint::v6(v6("::ffff:10.0.0.1"), 5000, false),
+        Endpoint::v6(v6("::ffff:127.0.0.1"), 5000, false),
+        Endpoint::v6(v6("ff02::1"), 5000, false),
+        Endpoint::v6(v6("ff0e::1"), 5000, false),
+        Endpoint::v6(v6("2001:db8::1"), 0, false),
+        Endpoint {
+            family: 5,
+            backup: false,
+            port: 5000,
+            addr: [1; 16],
+        },
+    ];
+    let public = Endpoint::v4([192, 0, 2, 7], 5000, false);
+    let lo = Endpoint::v4([127, 0, 0, 1], 5000, false);
+    let ll = Endpoint::v6(v6("fe80::1"), 5000, false);
+    for ep in &bad {
+        assert!(!ep.is_routable_unicast(), "{ep:?}");
+        for from in [None, Some(&public), Some(&lo), Some(&ll)] {
+            assert!(!screen_peer_endpoint(ep, from), "{ep:?} from {from:?}");
+        }
+    }
+    let good = [
+        Endpoint::v4([10, 0, 0, 1], 1, false),
+        Endpoint::v4([1, 0, 0, 0], 5000, true),
+        Endpoint::v4([223, 255, 255, 255], 65535, false),
+        Endpoint::v6(v6("2001:db8::1"), 5000, false),
+        Endpoint::v6(v6("::1:0:0"), 5000, false),
+        Endpoint::v6(v6("fc00::1"), 5000, false),
+    ];
+    for ep in &good {
+        assert!(ep.is_routable_unicast(), "{ep:?}");
+        for from in [None, Some(&public), Some(&lo), Some(&ll)] {
+            assert!(screen_peer_endpoint(ep, from), "{ep:?} from {from:?}");
+        }
+    }
+}
+
+#[test]
+fn loopback_and_link_local_endpoints_need_a_like_handshake_address() {
+    let public = Endpoint::v4([192, 0, 2, 7], 5000, false);
+    let lo4 = Endpoint::v4([127, 0, 0, 1], 5000, false);
+    let lo4b = Endpoint::v4([127, 9, 9, 9], 6000, false);
+    let lo6 = Endpoint::v6(v6("::1"), 5000, false);
+    let ll4 = Endpoint::v4([169, 254, 1, 2], 5000, false);
+    let ll6 = Endpoint::v6(v6("fe80::1"), 5000, false);
+    let ll6b = Endpoint::v6(v6("febf::1"), 5000, false);
+    assert!(!Endpoint::v6(v6("fec0::1"), 5000, false).is_link_local());
+    for ep in [lo4, lo4b, lo6] {
+        assert!(ep.is_loopback() && ep.is_routable_unicast());
+        assert!(!screen_peer_endpoint(&ep, None));
+        assert!(!screen_peer_endpoint(&ep, Some(&public)));
+        assert!(!screen_peer_endpoint(&ep, Some(&ll6)));
+        assert!(screen_peer_endpoint(&ep, Some(&lo4)));
+        assert!(screen_peer_endpoint(&ep, Some(&lo6)));
+    }
+    for ep in [ll4, ll6, ll6b] {
+        assert!(ep.is_link_local() && ep.is_routable_unicast());
+        assert!(!screen_peer_endpoint(&ep, None));
+        assert!(!screen_peer_endpoint(&ep, Some(&public)));
+        assert!(!screen_peer_endpoint(&ep, Some(&lo4)));
+        assert!(screen_peer_endpoint(&ep, Some(&ll4)));
+        assert!(screen_peer_endpoint(&ep, Some(&ll6)));
+    }
+}
