@@ -307,8 +307,7 @@ fn app_limited_connection_keeps_both_planes_in_use() {
         }
         eprintln!("seed {seed}: {seen:?}");
         for (k, w) in seen.windows(2).enumerate().skip(1) {
-            for plane in 0..2 {
-                let (a, b) = (w[0][plane], w[1][plane]);
+            for (plane, (&a, &b)) in w[0].iter().zip(w[1].iter()).enumerate() {
                 assert!(
                     b.0 > a.0 && b.1 > a.1,
                     "seed {seed}: plane {plane} sent/acked {a:?} at {} s, {b:?} a second later\n{}",
