@@ -39,6 +39,33 @@
 //! [`Conn::accept`] likewise refuses a SYN that carries the bit. [`reply_rst`] answers with the
 //! opposite direction of the packet it answers.
 //!
+//! # Blind attacks
+//!
+//! The session id is 64 random bits, but every packet carries it, so whoever saw one packet
+//! knows it. Such an attacker, who does not see the connection's traffic, must still not be
+//! able to close, stall or corrupt it; so packets are checked as TCP checks its segments:
+//!
+//! - An RST is accepted in SynSent only if its ack is this end's initial sequence number (it
+//!   answers the SYN), later only if its sequence number is exactly the next one expected.
+//!   One within the receive window but not at its start gets a challenge ACK, which a peer
+//!   that really aborted answers with an RST carrying the right number; challenge ACKs are
+//!   limited to four per 100 ms (RFC 5961, 3). Other RSTs are dropped as
+//!   [`DropReason::BadRst`].
+//! - A cumulative ack beyond `snd_nxt` or more than [`WINDOW`] below `snd_una` is invalid and
+//!   nothing of its SACK or window is taken (RFC 5961, 5). DATA and FIN are checked against
+//!   the receive window first: the ack of a packet beyond the window, or of a duplicate more
+//!   than a window old, is ignored, and a packet within the window whose ack is invalid is
+//!   dropped unstored and answered with a challenge ACK.
+//! - A PROBE's nonce is SipHash-2-4 of the session id and a counter under the secret
+//!   [`ConnConfig::nonce_key`]. A PROBE_ACK counts only if it arrives on the probed path
+//!   and echoes the nonce of one of that path's latest two unanswered probes
+//!   ([`DropReason::BadProbe`] otherwise), and the RTT it gives is timed from when this end
+//!   sent the probe, not from the timestamp it echoes.
+//! - The endpoints the peer announces in its SYN or SYN_ACK are kept only if they are
+//!   routable unicast addresses, loopback and link-local ones only if the handshake itself
+//!   came from such an address ([`Conn::set_handshake_peer`],
+//!   [`mrc_proto::screen_peer_endpoint`]).
+//!
 //! # Message bytes stay in the glue
 //!
 //! The core never sees message contents. [`Conn::send_message`] takes a length and returns a
@@ -104,7 +131,7 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 146 KiB on a 64-bit target (the path table alone is about 78 KiB, the send
+//! A `Conn` is about 154 KiB on a 64-bit target (the path table alone is about 86 KiB, the send
 //! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
 //! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
 //! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
@@ -113,7 +140,9 @@
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
-use super::mrc_path::{HeldBack, PathConfig, PathIdx, PathSet, PathState, PathTable, MAX_PATHS};
+use super::mrc_path::{
+    HeldBack, PathConfig, PathIdx, PathSet, PathState, PathTable, UnknownProbe, MAX_PATHS,
+};
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
     HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS, MAX_SACK_BITS, MAX_SACK_BYTES,
@@ -147,6 +176,15 @@ const EVENT_RESERVE: usize = 4;
 
 /// PROBE_ACKs waiting to be sent; more probes than this at once are dropped unanswered.
 const PROBE_REPLY_QUEUE: usize = 16;
+
+/// Challenge ACKs (see [`Conn::handle_packet`]) one connection sends at most per
+/// [`CHALLENGE_ACK_INTERVAL_NS`]: enough for the peer's genuine RST to be answered even if a
+/// challenge is lost, few enough that forged packets cannot make the connection flood the
+/// network with ACKs.
+const CHALLENGE_ACK_LIMIT: u8 = 4;
+
+/// Interval over which [`CHALLENGE_ACK_LIMIT`] applies.
+const CHALLENGE_ACK_INTERVAL_NS: u64 = 100_000_000;
 
 /// Recent RACK loss declarations and hedges remembered to match D-SACKs against.
 const RACK_LOST_RING: usize = 32;
@@ -228,6 +266,11 @@ pub struct ConnConfig {
     pub time_wait_ns: u64,
     /// Path table, failure detector and congestion control tunables.
     pub path: PathConfig,
+    /// Secret key of the PROBE nonces: each probe's nonce is SipHash-2-4 under this key of the
+    /// session id and a per-connection counter ([`mrc_proto::keyed_nonce`]), so that only the
+    /// peer, which sees the probe, can answer it. The glue fills it with random bytes for each
+    /// connection; with the default (zero) key the nonces are predictable.
+    pub nonce_key: [u64; 2],
 }
 
 impl ConnConfig {
@@ -248,6 +291,7 @@ impl ConnConfig {
         syn_retries: 6,
         time_wait_ns: 1_000_000_000,
         path: PathConfig::DEFAULT,
+        nonce_key: [0; 2],
     };
 
     /// Returns the largest DATA payload in bytes (at least 1).
@@ -385,9 +429,17 @@ pub enum DropReason {
     OutOfWindow,
     /// DATA while the receive buffer is full.
     NoBuffer,
-    /// An acknowledgement of data never sent, a handshake with the wrong numbers or ports, or
-    /// a packet whose direction ([`Flags::PASSIVE`]) is this end's own.
+    /// An acknowledgement of data never sent or far older than the oldest data outstanding,
+    /// a handshake with the wrong numbers or ports, or a packet whose direction
+    /// ([`Flags::PASSIVE`]) is this end's own.
     Invalid,
+    /// An RST whose numbers do not prove that it comes from the peer (see
+    /// [`Conn::handle_packet`]); one within the receive window is answered with a challenge
+    /// ACK.
+    BadRst,
+    /// A PROBE_ACK that answers no probe this end sent on the path it arrived on and still
+    /// waits for.
+    BadProbe,
 }
 
 impl DropReason {
@@ -400,6 +452,8 @@ impl DropReason {
             DropReason::OutOfWindow => "out_of_window",
             DropReason::NoBuffer => "no_buffer",
             DropReason::Invalid => "invalid",
+            DropReason::BadRst => "bad_rst",
+            DropReason::BadProbe => "bad_probe",
         }
     }
 }
@@ -633,6 +687,13 @@ pub struct ConnStats {
     pub hedges: u64,
     /// Hedges found needless: the peer received both copies (a D-SACK).
     pub spurious_hedges: u64,
+    /// Challenge ACKs sent: answers to an RST within the receive window that did not match
+    /// the next expected sequence number, or to DATA or FIN with an unacceptable
+    /// acknowledgement (see [`Conn::handle_packet`]).
+    pub challenge_acks: u64,
+    /// Endpoints the peer announced in its SYN or SYN_ACK that were refused (see
+    /// [`mrc_proto::screen_peer_endpoint`]).
+    pub endpoints_refused: u64,
 }
 
 /// Send ring slot states.
@@ -704,6 +765,19 @@ impl AckFrom {
             delay_ns: 0,
         }
     }
+}
+
+/// Where a DATA or FIN packet's sequence number falls relative to the receive window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RcvSeq {
+    /// Within the window: the packet may be new.
+    InWindow,
+    /// Below the cumulative ack: a duplicate.
+    Old,
+    /// Beyond the peer's FIN, or a FIN other than the one already received.
+    AfterFin,
+    /// Beyond the window, or a FIN below data already received.
+    Beyond,
 }
 
 /// A packet sent again that perhaps was not lost, remembered to match D-SACKs against.
@@ -850,7 +924,10 @@ fn encode_control(
 /// not.
 ///
 /// A connection attempt to a port nobody listens on is answered this way, which the connecting
-/// end reports as [`ConnError::Refused`].
+/// end reports as [`ConnError::Refused`]. The RST's sequence number is the answered packet's
+/// ack and its ack the packet's sequence number, the numbers a connection checks an RST by
+/// (see [`Conn::handle_packet`]): answering the challenge ACK of a connection whose peer is
+/// gone, it resets that connection.
 pub fn reply_rst(header: &Header, out: &mut [u8]) -> Option<usize> {
     if header.packet_type() == Some(PacketType::Rst) {
         return None;
@@ -894,7 +971,7 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 135 KiB; keep it on the heap.
+/// See the module documentation for how the glue drives it. About 154 KiB; keep it on the heap.
 #[derive(Clone, Debug)]
 pub struct Conn {
     cfg: ConnConfig,
@@ -974,10 +1051,17 @@ pub struct Conn {
     rack_lost: [Resent; RACK_LOST_RING],
     rack_lost_next: usize,
     probe_due: PathSet,
-    probe_nonce: u64,
+    /// Probes sent: the counter the next probe's nonce is derived from.
+    probe_count: u64,
     probe_replies: [(u32, Probe); PROBE_REPLY_QUEUE],
     probe_replies_len: usize,
     rst_due: Option<u32>,
+    /// Start of the current interval of the challenge ACK limit.
+    challenge_since_ns: u64,
+    /// Challenge ACKs sent in that interval.
+    challenge_count: u8,
+    /// Address the handshake's packets come from ([`Conn::set_handshake_peer`]).
+    hs_peer_addr: Option<Endpoint>,
 
     // Receive side.
     peer_isn: u64,
@@ -1078,10 +1162,13 @@ fn conn_fields_are_initialised(c: &Conn) {
         rack_lost: _,
         rack_lost_next: _,
         probe_due: _,
-        probe_nonce: _,
+        probe_count: _,
         probe_replies: _,
         probe_replies_len: _,
         rst_due: _,
+        challenge_since_ns: _,
+        challenge_count: _,
+        hs_peer_addr: _,
         peer_isn: _,
         rcv_nxt: _,
         rcv_high: _,
@@ -1116,7 +1203,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 135 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 154 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();
@@ -1217,13 +1304,16 @@ impl Conn {
             }
             addr_of_mut!((*p).rack_lost_next).write(0);
             addr_of_mut!((*p).probe_due).write(PathSet::EMPTY);
-            addr_of_mut!((*p).probe_nonce).write(0);
+            addr_of_mut!((*p).probe_count).write(0);
             let probe_replies = addr_of_mut!((*p).probe_replies).cast::<(u32, Probe)>();
             for i in 0..PROBE_REPLY_QUEUE {
                 probe_replies.add(i).write((0, Probe::default()));
             }
             addr_of_mut!((*p).probe_replies_len).write(0);
             addr_of_mut!((*p).rst_due).write(None);
+            addr_of_mut!((*p).challenge_since_ns).write(0);
+            addr_of_mut!((*p).challenge_count).write(0);
+            addr_of_mut!((*p).hs_peer_addr).write(None);
             addr_of_mut!((*p).peer_isn).write(0);
             addr_of_mut!((*p).rcv_nxt).write(0);
             addr_of_mut!((*p).rcv_high).write(0);
@@ -1321,6 +1411,18 @@ impl Conn {
         self.peer_port = peer;
     }
 
+    /// Sets the address the peer's handshake comes from: on the connecting end the address it
+    /// connects to, on the accepting end the source address of the SYN. The glue calls it
+    /// before [`Conn::connect`] or [`Conn::accept`]; only the family and address count.
+    ///
+    /// The endpoints the peer announces are screened against it (see
+    /// [`mrc_proto::screen_peer_endpoint`]): loopback endpoints are kept only if it is a
+    /// loopback address, link-local ones only if it is link-local. Without it, both are
+    /// refused.
+    pub fn set_handshake_peer(&mut self, addr: Endpoint) {
+        self.hs_peer_addr = Some(addr);
+    }
+
     /// Returns whether a handshake body comes from the peer's port to this end's.
     fn ports_match(&self, hs: &Handshake<'_>) -> bool {
         hs.src_port == self.peer_port && hs.dst_port == self.local_port
@@ -1392,7 +1494,8 @@ impl Conn {
         self.send_clock.times(now_ns)
     }
 
-    /// Returns the endpoints the peer announced in its SYN or SYN_ACK.
+    /// Returns the endpoints the peer announced in its SYN or SYN_ACK that this end accepted
+    /// (see [`Conn::set_handshake_peer`]).
     pub fn peer_endpoints(&self) -> impl Iterator<Item = Endpoint> + '_ {
         self.peer_eps.iter().filter_map(|e| *e)
     }
@@ -1498,6 +1601,26 @@ impl Conn {
         Ok(())
     }
 
+    /// Keeps the endpoints of the peer's handshake that pass
+    /// [`mrc_proto::screen_peer_endpoint`] against the handshake's address
+    /// ([`Conn::set_handshake_peer`]), counting the others in
+    /// [`ConnStats::endpoints_refused`].
+    fn take_peer_eps(&mut self, hs: &Handshake<'_>) {
+        let from = self.hs_peer_addr;
+        let mut n = 0usize;
+        self.peer_eps = [None; MAX_ENDPOINTS];
+        for ep in hs.endpoints() {
+            if !mrc_proto::screen_peer_endpoint(&ep, from.as_ref()) {
+                self.stats.endpoints_refused = self.stats.endpoints_refused.saturating_add(1);
+                continue;
+            }
+            if let Some(slot) = self.peer_eps.get_mut(n) {
+                *slot = Some(ep);
+                n = n.saturating_add(1);
+            }
+        }
+    }
+
     fn first_path_id(&self) -> Option<u32> {
         self.paths.iter().next().map(|(_, p)| p.ids().path_id)
     }
@@ -1578,13 +1701,7 @@ impl Conn {
             return Err(OpenError::NoPath);
         }
         self.set_local_eps(endpoints)?;
-        for (slot, ep) in self
-            .peer_eps
-            .iter_mut()
-            .zip(hs.endpoints().map(Some).chain(core::iter::repeat(None)))
-        {
-            *slot = ep;
-        }
+        self.take_peer_eps(&hs);
         self.passive = true;
         self.paths.set_heartbeat_yield(true);
         self.session_id = syn.header.session_id;
@@ -2050,11 +2167,11 @@ impl Conn {
         let idx = self.probe_due.iter().next()?;
         self.probe_due.remove(idx);
         let pid = self.paths.get(idx)?.ids().path_id;
-        self.probe_nonce = self.probe_nonce.wrapping_add(1);
-        let probe = Probe {
-            nonce: self.probe_nonce,
-            ts: now_ns,
-        };
+        self.probe_count = self.probe_count.wrapping_add(1);
+        // Zero is no nonce to the path table.
+        let nonce =
+            mrc_proto::keyed_nonce(self.cfg.nonce_key, self.session_id, self.probe_count).max(1);
+        let probe = Probe { nonce, ts: now_ns };
         let len = encode_control(
             buf,
             self.session_id,
@@ -2064,7 +2181,7 @@ impl Conn {
             self.rcv_nxt,
             &Body::Probe(probe),
         )?;
-        self.paths.on_probe_sent(idx, now_ns);
+        self.paths.on_probe_sent(idx, now_ns, nonce);
         self.stats.probes_sent = self.stats.probes_sent.saturating_add(1);
         Some(Transmit {
             path: idx,
@@ -2394,7 +2511,9 @@ impl Conn {
     ///
     /// A packet of another session is dropped as [`DropReason::WrongSession`], one whose
     /// [`Flags::PASSIVE`] bit equals this end's own ([`Conn::is_passive`]), so that it cannot
-    /// come from the peer, as [`DropReason::Invalid`].
+    /// come from the peer, as [`DropReason::Invalid`]. RSTs, acknowledgements and PROBE_ACKs
+    /// count only with numbers that an attacker who knows the session id but does not see
+    /// the traffic cannot guess (see "Blind attacks" in the module documentation).
     ///
     /// Afterwards the glue drains [`Conn::poll_event`] and [`Conn::poll_transmit`] and re-arms
     /// the timer.
@@ -2437,10 +2556,7 @@ impl Conn {
                     self.hs_due = true;
                     Input::Consumed
                 }
-                Body::Rst => {
-                    self.enter_closed(Some(ConnError::Reset));
-                    Input::Consumed
-                }
+                Body::Rst => self.input_rst(now_ns, h),
                 Body::Ack(_) | Body::Data(_) | Body::Fin => {
                     if h.ack != self.isn {
                         return Input::Dropped(DropReason::Invalid);
@@ -2485,13 +2601,7 @@ impl Conn {
                 if pkt.header.ack != self.isn || !self.ports_match(&hs) {
                     return Input::Dropped(DropReason::Invalid);
                 }
-                for (slot, ep) in self
-                    .peer_eps
-                    .iter_mut()
-                    .zip(hs.endpoints().map(Some).chain(core::iter::repeat(None)))
-                {
-                    *slot = ep;
-                }
+                self.take_peer_eps(&hs);
                 self.start_recv_side(hs.initial_seq);
                 self.peer_edge = u64::from(hs.rwnd);
                 self.establish(now_ns);
@@ -2500,12 +2610,70 @@ impl Conn {
                 self.ack_now = true;
                 Input::Consumed
             }
-            Body::Rst => {
-                self.enter_closed(Some(ConnError::Refused));
-                Input::Consumed
-            }
+            Body::Rst => self.input_rst(now_ns, &pkt.header),
             _ => Input::Dropped(DropReason::BadState),
         }
+    }
+
+    /// Processes an RST, accepted only if its numbers show it comes from the peer (RFC 5961,
+    /// 3.2), as an attacker who knows the session id but sees none of its packets cannot
+    /// guess them.
+    ///
+    /// In SynSent its ack must be this end's initial sequence number: it answers the SYN.
+    /// Later its sequence number must be exactly the next one expected (`rcv_nxt`): an RST
+    /// the peer's connection sends carries its `snd_nxt`, one answering a packet of a session
+    /// the peer no longer has carries that packet's ack. An RST within the receive window but
+    /// not at its start gets a challenge ACK (see [`Conn::challenge_ack`]): if the peer really
+    /// aborted, with data still on the way, its answer to the ACK is an RST with the right
+    /// number. Every other RST is dropped.
+    fn input_rst(&mut self, now_ns: u64, h: &Header) -> Input {
+        if self.state == State::SynSent {
+            if h.ack != self.isn {
+                return Input::Dropped(DropReason::BadRst);
+            }
+            self.enter_closed(Some(ConnError::Refused));
+            return Input::Consumed;
+        }
+        if h.seq == self.rcv_nxt {
+            let err = if self.state == State::TimeWait {
+                None
+            } else {
+                Some(ConnError::Reset)
+            };
+            self.enter_closed(err);
+            return Input::Consumed;
+        }
+        if h.seq > self.rcv_nxt && h.seq < self.rcv_nxt.saturating_add(WINDOW_SEQ) {
+            self.challenge_ack(now_ns, h.path_id);
+        }
+        Input::Dropped(DropReason::BadRst)
+    }
+
+    /// Sends a challenge ACK (RFC 5961, 3.2 and 5.2), which tells the peer this end's
+    /// `rcv_nxt` and `snd_nxt`, on the path `path_id` if the connection has it; in
+    /// SynReceived, where no ACK goes out, the SYN_ACK is sent again instead. At most
+    /// [`CHALLENGE_ACK_LIMIT`] go out per [`CHALLENGE_ACK_INTERVAL_NS`]; the rest are not
+    /// sent.
+    fn challenge_ack(&mut self, now_ns: u64, path_id: u32) {
+        let since = self.challenge_since_ns;
+        if now_ns < since || now_ns.saturating_sub(since) >= CHALLENGE_ACK_INTERVAL_NS {
+            self.challenge_since_ns = now_ns;
+            self.challenge_count = 0;
+        }
+        if self.challenge_count >= CHALLENGE_ACK_LIMIT {
+            return;
+        }
+        self.challenge_count = self.challenge_count.saturating_add(1);
+        self.stats.challenge_acks = self.stats.challenge_acks.saturating_add(1);
+        if self.state == State::SynReceived {
+            self.hs_due = true;
+            return;
+        }
+        // An ECN echo stays on the path of the marked packet, as in `input_data`.
+        if !self.ece_pending && self.paths.find(path_id).is_some() {
+            self.ack_path_id = path_id;
+        }
+        self.ack_now = true;
     }
 
     fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
@@ -2517,15 +2685,7 @@ impl Conn {
             self.paths.on_heard(idx, now_ns);
         }
         match pkt.body {
-            Body::Rst => {
-                let err = if self.state == State::TimeWait {
-                    None
-                } else {
-                    Some(ConnError::Reset)
-                };
-                self.enter_closed(err);
-                Input::Consumed
-            }
+            Body::Rst => self.input_rst(now_ns, h),
             Body::Syn(_) => Input::Dropped(DropReason::BadState),
             Body::SynAck(hs) => {
                 if !self.ports_match(&hs) {
@@ -2557,18 +2717,8 @@ impl Conn {
                     Input::Dropped(DropReason::Invalid)
                 }
             }
-            Body::Data(payload) => {
-                if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
-                }
-                self.input_data(now_ns, h, payload.len(), false, ce)
-            }
-            Body::Fin => {
-                if self.state != State::TimeWait {
-                    self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
-                }
-                self.input_data(now_ns, h, 0, true, false)
-            }
+            Body::Data(payload) => self.input_data(now_ns, h, payload.len(), false, ce, arrived),
+            Body::Fin => self.input_data(now_ns, h, 0, true, false, arrived),
             Body::Probe(probe) => {
                 if self.probe_replies_len < PROBE_REPLY_QUEUE {
                     if let Some(slot) = self.probe_replies.get_mut(self.probe_replies_len) {
@@ -2579,13 +2729,15 @@ impl Conn {
                 Input::Consumed
             }
             Body::ProbeAck(probe) => {
-                if let Some(idx) = arrived {
-                    if probe.ts <= now_ns {
-                        let rtt = now_ns.saturating_sub(probe.ts);
-                        self.paths.on_probe_ack(idx, now_ns, rtt);
-                    }
+                // Only the answer to a probe of the path it arrived on counts; its RTT is
+                // timed from when this end sent the probe, not from the echoed `ts`.
+                let Some(idx) = arrived else {
+                    return Input::Dropped(DropReason::BadProbe);
+                };
+                match self.paths.on_probe_answer(idx, now_ns, probe.nonce) {
+                    Ok(_) => Input::Consumed,
+                    Err(UnknownProbe) => Input::Dropped(DropReason::BadProbe),
                 }
-                Input::Consumed
             }
         }
     }
@@ -2658,9 +2810,12 @@ impl Conn {
         true
     }
 
-    /// Processes a cumulative ack and an optional SACK; returns false if the ack is invalid.
-    /// `from` tells the path the acknowledgement came by and whether it echoes an ECN mark:
-    /// the newly acknowledged packets of that path count as marked.
+    /// Processes a cumulative ack and an optional SACK; returns false, and changes nothing, if
+    /// the ack is invalid: beyond `snd_nxt` (data never sent) or more than [`WINDOW`] below
+    /// `snd_una`, older than any the peer can have sent since this end had that much in
+    /// flight (TCP's `SND.UNA - MAX.SND.WND`, RFC 5961, 5.2), which a blind attacker is
+    /// likely to send. `from` tells the path the acknowledgement came by and whether it
+    /// echoes an ECN mark: the newly acknowledged packets of that path count as marked.
     fn process_ack(
         &mut self,
         now_ns: u64,
@@ -2668,7 +2823,7 @@ impl Conn {
         sack: Option<&Sack<'_>>,
         from: AckFrom,
     ) -> bool {
-        if cum > self.snd_nxt {
+        if cum > self.snd_nxt || cum < self.snd_una.saturating_sub(WINDOW_SEQ) {
             return false;
         }
         if let Some(seq) = sack.and_then(|s| s.dsack.checked_sub(1)) {
@@ -2985,7 +3140,42 @@ impl Conn {
     // Data received
     // -----------------------------------------------------------------------------------------
 
-    fn input_data(&mut self, now_ns: u64, h: &Header, len: usize, fin: bool, ce: bool) -> Input {
+    /// Returns where a DATA (or, with `fin`, FIN) packet with sequence number `seq` falls
+    /// relative to the receive window.
+    fn rcv_seq_check(&self, seq: u64, fin: bool) -> RcvSeq {
+        if self.peer_fin.is_some_and(|f| seq > f || (fin && seq != f)) {
+            RcvSeq::AfterFin
+        } else if seq < self.rcv_nxt {
+            RcvSeq::Old
+        } else if seq >= self.msg_first.saturating_add(WINDOW_SEQ) || (fin && seq < self.rcv_high) {
+            // Payloads are held from the start of the message being reassembled (see
+            // [`WINDOW`]).
+            RcvSeq::Beyond
+        } else {
+            RcvSeq::InWindow
+        }
+    }
+
+    /// Processes a DATA (or, with `fin`, FIN) packet that arrived on path `arrived`, with its
+    /// acknowledgement unless in TimeWait.
+    ///
+    /// The sequence number is checked first, as TCP does: the acknowledgement of a packet
+    /// outside the receive window is ignored, since an attacker who knows the session id
+    /// could otherwise acknowledge data the peer never received by luck. The ack of a
+    /// duplicate less than [`WINDOW`] old still counts, as Linux accepts segments from the
+    /// last window it advertised: a retransmission or hedged copy carries its sender's
+    /// latest ack, which the peer may have sent nowhere else. A packet within the window
+    /// whose ack is invalid (see [`Conn::process_ack`]) is dropped unstored and answered with
+    /// a challenge ACK.
+    fn input_data(
+        &mut self,
+        now_ns: u64,
+        h: &Header,
+        len: usize,
+        fin: bool,
+        ce: bool,
+        arrived: Option<PathIdx>,
+    ) -> Input {
         let seq = h.seq;
         self.arrived_ns = now_ns;
         // The ACK goes back by the latest path, except that an ECN echo stays on the path of
@@ -2994,26 +3184,42 @@ impl Conn {
             self.ack_path_id = h.path_id;
         }
         let len = u32::try_from(len).unwrap_or(u32::MAX);
-        if self.peer_fin.is_some_and(|f| seq > f || (fin && seq != f)) {
-            self.ack_now = true;
-            return Input::Dropped(DropReason::OutOfWindow);
-        }
-        if seq < self.rcv_nxt {
-            // The peer has not seen our ack: tell it again.
-            self.ack_now = true;
-            if self.state == State::TimeWait {
-                // A retransmission: the peer still needs us, so linger as long again.
-                self.tw_deadline = Some(now_ns.saturating_add(self.time_wait()));
+        let check = self.rcv_seq_check(seq, fin);
+        let ack_counts = match check {
+            RcvSeq::InWindow => true,
+            RcvSeq::Old => seq >= self.rcv_nxt.saturating_sub(WINDOW_SEQ),
+            RcvSeq::AfterFin | RcvSeq::Beyond => false,
+        };
+        let ack_ok = !ack_counts
+            || self.state == State::TimeWait
+            || self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
+        match check {
+            RcvSeq::AfterFin => {
+                self.ack_now = true;
+                return Input::Dropped(DropReason::OutOfWindow);
             }
-            self.stats.duplicates = self.stats.duplicates.saturating_add(1);
-            self.dsack = seq.saturating_add(1);
-            return Input::Dropped(DropReason::Duplicate);
+            RcvSeq::Old => {
+                // The peer has not seen our ack: tell it again.
+                self.ack_now = true;
+                if self.state == State::TimeWait {
+                    // A retransmission: the peer still needs us, so linger as long again.
+                    self.tw_deadline = Some(now_ns.saturating_add(self.time_wait()));
+                }
+                self.stats.duplicates = self.stats.duplicates.saturating_add(1);
+                self.dsack = seq.saturating_add(1);
+                return Input::Dropped(DropReason::Duplicate);
+            }
+            RcvSeq::Beyond => {
+                self.ack_now = true;
+                self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
+                return Input::Dropped(DropReason::OutOfWindow);
+            }
+            RcvSeq::InWindow => {}
         }
-        // Payloads are held from the start of the message being reassembled (see [`WINDOW`]).
-        if seq >= self.msg_first.saturating_add(WINDOW_SEQ) || (fin && seq < self.rcv_high) {
-            self.ack_now = true;
-            self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
-            return Input::Dropped(DropReason::OutOfWindow);
+        if !ack_ok {
+            // TCP drops a segment with an unacceptable ack and answers with an ACK.
+            self.challenge_ack(now_ns, h.path_id);
+            return Input::Dropped(DropReason::Invalid);
         }
         let Some(slot) = self.recv.get(slot_of(seq)).copied() else {
             return Input::Dropped(DropReason::OutOfWindow);

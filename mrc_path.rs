@@ -100,7 +100,12 @@
 //!
 //! The glue calls [`PathTable::on_tick`] when the time returned by
 //! [`PathTable::next_timer`] has come, sends a PROBE on every path in
-//! [`TickResult::probe`] and reports each with [`PathTable::on_probe_sent`].
+//! [`TickResult::probe`] and reports each with [`PathTable::on_probe_sent`],
+//! which records the probe's nonce and send time. A PROBE_ACK counts only
+//! through [`PathTable::on_probe_answer`]: it must arrive on the probed path
+//! and echo the nonce of one of its latest two unanswered probes, and its RTT
+//! is timed from the recorded send time, so that a forged answer can neither
+//! revive a path nor set its RTT.
 //! Since sends, acknowledgements and losses move the deadlines, the glue
 //! re-reads `next_timer` after reporting events.
 
@@ -535,9 +540,31 @@ pub struct Path {
     last_probe_ns: u64,
     /// Earliest departure time of the path's next data packet (pacing).
     pace_ns: u64,
+    /// The latest [`PROBES_REMEMBERED`] probes sent on the path and not yet answered, newest
+    /// first: only an answer that echoes one of their nonces counts.
+    probes: [SentProbe; PROBES_REMEMBERED],
     counters: PathCounters,
     cc: Cc,
 }
+
+/// PROBEs of a path whose answers still count: the latest one and the one before, so that an
+/// answer that comes after its probe timed out and the next one went out still proves the
+/// path alive, as [`PathTable::on_probe_answer`] promises.
+pub const PROBES_REMEMBERED: usize = 2;
+
+/// A PROBE sent and not yet answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SentProbe {
+    /// Its nonce; 0 marks an empty entry.
+    nonce: u64,
+    /// When it was sent: its answer's RTT is measured from here.
+    sent_ns: u64,
+}
+
+/// A PROBE_ACK whose nonce is not that of a probe of its path awaiting an answer: forged, an
+/// answer to a probe of another path, or a repeated answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnknownProbe;
 
 impl Path {
     fn new(now_ns: u64, ids: PathIds, backup: bool, cfg: &PathConfig) -> Self {
@@ -564,6 +591,7 @@ impl Path {
             last_send_ns: 0,
             last_probe_ns: 0,
             pace_ns: 0,
+            probes: [SentProbe::default(); PROBES_REMEMBERED],
             counters: PathCounters::default(),
             cc: Cc::new(cfg.cc, cfg.mss),
         }
@@ -1329,20 +1357,60 @@ impl PathTable {
         }
     }
 
-    /// Reports that a PROBE was sent on a path.
-    pub fn on_probe_sent(&mut self, idx: PathIdx, now_ns: u64) {
+    /// Reports that a PROBE with `nonce` was sent on a path.
+    ///
+    /// The path remembers the nonce and the send time of its latest [`PROBES_REMEMBERED`]
+    /// probes for [`PathTable::on_probe_answer`]. The nonce should be unpredictable to anyone
+    /// but the peer, who sees it in the probe; a nonce of 0 is remembered as none, so its
+    /// answer never counts.
+    pub fn on_probe_sent(&mut self, idx: PathIdx, now_ns: u64, nonce: u64) {
         if let Some(p) = self.get_mut(idx) {
             p.probe_outstanding = true;
             p.last_probe_ns = now_ns;
             p.counters.probes_sent = p.counters.probes_sent.saturating_add(1);
+            p.probes.rotate_right(1);
+            if let Some(first) = p.probes.first_mut() {
+                *first = SentProbe {
+                    nonce,
+                    sent_ns: now_ns,
+                };
+            }
         }
     }
 
-    /// Reports the answer to a PROBE of a path, with the probe's RTT.
+    /// Reports a PROBE_ACK with `nonce` that arrived on path `idx`.
+    ///
+    /// It counts only if `nonce` is that of one of the path's latest [`PROBES_REMEMBERED`]
+    /// probes not yet answered: then the probe is answered (a repeated answer does not count
+    /// again) and the path is handled as by [`PathTable::on_probe_ack`], with the RTT measured
+    /// from the time this end sent the probe, whatever the answer claims. Anything else is
+    /// [`UnknownProbe`] and changes nothing.
+    pub fn on_probe_answer(
+        &mut self,
+        idx: PathIdx,
+        now_ns: u64,
+        nonce: u64,
+    ) -> Result<Option<Transition>, UnknownProbe> {
+        let p = self.get_mut(idx).ok_or(UnknownProbe)?;
+        if nonce == 0 {
+            return Err(UnknownProbe);
+        }
+        let entry = p
+            .probes
+            .iter_mut()
+            .find(|e| e.nonce == nonce)
+            .ok_or(UnknownProbe)?;
+        let sent_ns = entry.sent_ns;
+        *entry = SentProbe::default();
+        Ok(self.on_probe_ack(idx, now_ns, now_ns.saturating_sub(sent_ns)))
+    }
+
+    /// Reports the answer to a PROBE of a path, with the probe's RTT as this end measured it.
     ///
     /// Any answer, even one that arrives after its probe timed out, proves the
     /// path alive and makes it Active. A path coming back from Failed starts
-    /// with a fresh congestion controller.
+    /// with a fresh congestion controller. The caller has checked that the answer is genuine
+    /// (see [`PathTable::on_probe_answer`], which the connection uses).
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
         p.rtt.sample(now_ns, rtt_ns, 0, true);

@@ -1048,6 +1048,130 @@ fn sack_of_unsent_data_is_ignored_and_ack_beyond_snd_nxt_invalid() {
     assert_eq!(client.snd_una(), CLIENT_ISN);
 }
 
+/// An established pair whose client started at sequence number `isn`; returns (client, server).
+fn established_at(isn: u64) -> (Box<Conn>, Box<Conn>) {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, isn, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(10 * US, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    exchange(&mut client, &mut server, 20 * US);
+    assert_eq!(client.state(), State::Established);
+    assert_eq!(server.state(), State::Established);
+    (client, server)
+}
+
+#[test]
+fn ack_far_below_snd_una_is_invalid() {
+    let isn = 1 << 40;
+    let (mut client, _server) = established_at(isn);
+    client.send_message(100).unwrap();
+    let _ = drain(&mut client, MS);
+    let (una, unacked, rwnd) = (client.snd_una(), client.bytes_unacked(), client.peer_rwnd());
+    assert_eq!(una, isn);
+    // A cumulative ack more than a window below snd_una, with a SACK of the packet in flight
+    // and a far larger window: nothing of it is taken.
+    for cum in [0, una - WINDOW as u64 - 1] {
+        let ack = forge(
+            true,
+            PATH_ID,
+            SERVER_ISN,
+            cum,
+            &Body::Ack(Sack::new(0, u32::MAX / 2, cum, &[])),
+        );
+        assert_eq!(
+            feed(&mut client, MS, &ack),
+            Input::Dropped(DropReason::Invalid),
+            "cum {cum}"
+        );
+    }
+    let bitmap = [1u8];
+    let ack = forge(
+        true,
+        PATH_ID,
+        SERVER_ISN,
+        una - WINDOW as u64 - 1,
+        &Body::Ack(Sack::new(0, u32::MAX / 2, una, &bitmap)),
+    );
+    assert_eq!(
+        feed(&mut client, MS, &ack),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(client.bytes_unacked(), unacked);
+    assert_eq!(client.peer_rwnd(), rwnd);
+    // A window below snd_una is still an ack (an old one, overtaken).
+    let ack = forge(
+        true,
+        PATH_ID,
+        SERVER_ISN,
+        una - WINDOW as u64,
+        &Body::Ack(Sack::new(0, 0, una - WINDOW as u64, &[])),
+    );
+    assert_eq!(feed(&mut client, MS, &ack), Input::Consumed);
+}
+
+#[test]
+fn blind_data_or_fin_does_not_acknowledge() {
+    let (mut client, _server) = established();
+    client.send_message(100).unwrap();
+    let _lost = drain(&mut client, MS);
+    let snd_nxt = client.snd_nxt();
+    let rcv_nxt = client.rcv_nxt();
+    assert_eq!(client.snd_una(), CLIENT_ISN);
+    // Far outside the receive window, above and below: the ack is not taken, the packet is
+    // answered with an ACK as before.
+    let payload = [0u8; 10];
+    for seq in [rcv_nxt + 5000, 0] {
+        for body in [Body::Data(&payload), Body::Fin] {
+            let pkt = forge(true, PATH_ID, seq, snd_nxt, &body);
+            assert!(
+                matches!(feed(&mut client, MS, &pkt), Input::Dropped(_)),
+                "seq {seq}"
+            );
+            assert_eq!(client.snd_una(), CLIENT_ISN, "seq {seq}");
+            assert_eq!(client.bytes_unacked(), 100, "seq {seq}");
+            let answer = drain(&mut client, MS);
+            assert_eq!(answer.len(), 1);
+            assert_eq!(kind(&answer[0]), PacketType::Ack);
+        }
+    }
+    assert_eq!(client.rcv_nxt(), rcv_nxt);
+    // Within the window, the ack counts.
+    let pkt = forge(true, PATH_ID, rcv_nxt, snd_nxt, &Body::Data(&payload));
+    assert_eq!(feed(&mut client, MS, &pkt), Input::Store { seq: rcv_nxt });
+    assert_eq!(client.snd_una(), snd_nxt);
+}
+
+#[test]
+fn data_with_an_invalid_ack_is_not_stored() {
+    let (mut client, _server) = established();
+    let rcv_nxt = client.rcv_nxt();
+    let payload = [0u8; 10];
+    for ack in [client.snd_nxt() + 1, u64::MAX >> 3] {
+        let pkt = forge(true, PATH_ID, rcv_nxt, ack, &Body::Data(&payload));
+        assert_eq!(
+            feed(&mut client, MS, &pkt),
+            Input::Dropped(DropReason::Invalid)
+        );
+        assert_eq!(client.rcv_nxt(), rcv_nxt);
+        assert_eq!(client.stats().data_received, 0);
+        let answer = drain(&mut client, MS);
+        assert_eq!(answer.len(), 1);
+        assert_eq!(kind(&answer[0]), PacketType::Ack);
+    }
+    let fin = forge(true, PATH_ID, rcv_nxt, client.snd_nxt() + 1, &Body::Fin);
+    assert_eq!(
+        feed(&mut client, MS, &fin),
+        Input::Dropped(DropReason::Invalid)
+    );
+    assert_eq!(client.state(), State::Established);
+    assert!(events(&mut client).is_empty());
+    assert_eq!(client.stats().challenge_acks, 3);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Loss detection and retransmission
 // ---------------------------------------------------------------------------------------------
@@ -1625,15 +1749,15 @@ fn lost_fin_is_retransmitted_and_time_wait_reacks() {
 #[test]
 fn abort_sends_rst_and_peer_resets() {
     let (mut client, mut server) = established();
-    client.send_message(100).unwrap();
-    let _ = drain(&mut client, MS);
+    // Nothing in flight: the RST carries the sequence number the server expects next.
     client.abort(MS);
     assert_eq!(client.state(), State::Closed(None));
     let rst = drain(&mut client, MS);
     assert_eq!(rst.len(), 1);
     assert_eq!(kind(&rst[0]), PacketType::Rst);
+    assert_eq!(header(&rst[0]).seq, server.rcv_nxt());
     assert!(drain(&mut client, MS).is_empty());
-    feed(&mut server, MS, &rst[0]);
+    assert_eq!(feed(&mut server, MS, &rst[0]), Input::Consumed);
     assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
     assert_eq!(
         events(&mut server),
@@ -1645,6 +1769,187 @@ fn abort_sends_rst_and_peer_resets() {
     );
     assert_eq!(ConnError::Reset.errno(), 104);
     assert_eq!(server.next_timeout(MS), None);
+}
+
+/// An abort with data in flight: the RST's sequence number (the aborting end's `snd_nxt`) is
+/// beyond what the peer has received, so the peer answers with a challenge ACK; the aborted
+/// end, which no longer has the session, answers that with `reply_rst`, whose sequence number
+/// is the ACK's ack, exactly what the peer expects: that one resets it.
+#[test]
+fn abort_with_data_in_flight_resets_the_peer_after_a_challenge_ack() {
+    let (mut client, mut server) = established();
+    client.send_message(100).unwrap();
+    let _lost = drain(&mut client, MS);
+    client.abort(MS);
+    let rst = drain(&mut client, MS);
+    assert_eq!(rst.len(), 1);
+    assert_eq!(header(&rst[0]).seq, CLIENT_ISN + 1);
+    assert_eq!(server.rcv_nxt(), CLIENT_ISN);
+    assert_eq!(
+        feed(&mut server, MS, &rst[0]),
+        Input::Dropped(DropReason::BadRst)
+    );
+    assert_eq!(server.state(), State::Established);
+    assert_eq!(server.stats().challenge_acks, 1);
+    let challenge = drain(&mut server, MS);
+    assert_eq!(challenge.len(), 1);
+    assert_eq!(kind(&challenge[0]), PacketType::Ack);
+    assert_eq!(header(&challenge[0]).ack, CLIENT_ISN);
+    // The glue of the aborted end finds no session for the ACK and answers it.
+    let mut buf = [0u8; MIN_TX_BUF];
+    let n = mrc_conn::reply_rst(&header(&challenge[0]), &mut buf).unwrap();
+    assert_eq!(header(&buf[..n]).seq, server.rcv_nxt());
+    assert_eq!(feed(&mut server, MS, &buf[..n]), Input::Consumed);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+    assert_eq!(
+        events(&mut server),
+        vec![Event::Closed(Some(ConnError::Reset))]
+    );
+}
+
+/// Encodes a control packet of this test's session as the end whose direction bit is
+/// `passive` would send it.
+fn forge(passive: bool, path_id: u32, seq: u64, ack: u64, body: &Body<'_>) -> Vec<u8> {
+    let h = Header {
+        flags: if passive {
+            Flags::PASSIVE
+        } else {
+            Flags::default()
+        },
+        session_id: SESSION,
+        path_id,
+        seq,
+        ack,
+        ..Header::default()
+    };
+    let mut buf = vec![0u8; 2048];
+    let n = mrc_proto::encode(&h, body, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn blind_rst_is_dropped_or_challenged() {
+    let (mut client, _server) = established();
+    let rcv_nxt = client.rcv_nxt();
+    let snd_nxt = client.snd_nxt();
+    // Outside the window: dropped, no answer.
+    for seq in [0, rcv_nxt - 1, rcv_nxt + WINDOW as u64, u64::MAX >> 2] {
+        let rst = forge(true, PATH_ID, seq, snd_nxt, &Body::Rst);
+        assert_eq!(
+            feed(&mut client, MS, &rst),
+            Input::Dropped(DropReason::BadRst),
+            "seq {seq}"
+        );
+        assert!(drain(&mut client, MS).is_empty(), "seq {seq}");
+    }
+    assert_eq!(client.stats().challenge_acks, 0);
+    // Within the window but not at its start: a challenge ACK, on the path it came by.
+    let second = PathIds {
+        path_id: PATH_ID + 1,
+        plane: 1,
+        entropy: 2,
+    };
+    let p1 = client.paths_mut().add(MS, second, false).unwrap();
+    let rst = forge(true, PATH_ID + 1, rcv_nxt + 5, 0, &Body::Rst);
+    assert_eq!(
+        feed(&mut client, MS, &rst),
+        Input::Dropped(DropReason::BadRst)
+    );
+    let ack = drain_tx(&mut client, MS);
+    assert_eq!(ack.len(), 1);
+    assert_eq!(ack[0].0.path, p1);
+    assert_eq!(kind(&ack[0].1), PacketType::Ack);
+    assert_eq!(header(&ack[0].1).ack, rcv_nxt);
+    assert_eq!(client.state(), State::Established);
+    // At most four challenge ACKs per 100 ms.
+    for i in 0..10 {
+        feed(&mut client, 2 * MS + i, &rst);
+    }
+    assert_eq!(client.stats().challenge_acks, 4);
+    assert_eq!(drain(&mut client, 2 * MS + 10).len(), 1);
+    feed(&mut client, 102 * MS, &rst);
+    assert_eq!(client.stats().challenge_acks, 5);
+    assert_eq!(client.state(), State::Established);
+    // The exact sequence number resets.
+    let rst = forge(true, PATH_ID, rcv_nxt, 0, &Body::Rst);
+    assert_eq!(feed(&mut client, 103 * MS, &rst), Input::Consumed);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+#[test]
+fn rst_in_syn_sent_must_answer_the_syn() {
+    let mut client = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let _syn = drain(&mut client, 0);
+    for ack in [0, CLIENT_ISN - 1, CLIENT_ISN + 1] {
+        let rst = forge(true, PATH_ID, 0, ack, &Body::Rst);
+        assert_eq!(
+            feed(&mut client, MS, &rst),
+            Input::Dropped(DropReason::BadRst)
+        );
+        assert_eq!(client.state(), State::SynSent);
+    }
+    let rst = forge(true, PATH_ID, 12345, CLIENT_ISN, &Body::Rst);
+    assert_eq!(feed(&mut client, MS, &rst), Input::Consumed);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::Refused)));
+}
+
+#[test]
+fn rst_in_syn_received_needs_the_peer_isn() {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    assert_eq!(kind(&drain(&mut server, 0)[0]), PacketType::SynAck);
+    for seq in [0, CLIENT_ISN - 1, CLIENT_ISN + WINDOW as u64] {
+        let rst = forge(false, PATH_ID, seq, SERVER_ISN, &Body::Rst);
+        assert_eq!(
+            feed(&mut server, MS, &rst),
+            Input::Dropped(DropReason::BadRst)
+        );
+        assert!(drain(&mut server, MS).is_empty());
+    }
+    // Within the window: the SYN_ACK goes out again as the challenge.
+    let rst = forge(false, PATH_ID, CLIENT_ISN + 1, 0, &Body::Rst);
+    assert_eq!(
+        feed(&mut server, MS, &rst),
+        Input::Dropped(DropReason::BadRst)
+    );
+    let again = drain(&mut server, MS);
+    assert_eq!(again.len(), 1);
+    assert_eq!(kind(&again[0]), PacketType::SynAck);
+    assert_eq!(header(&again[0]).ack, CLIENT_ISN);
+    assert_eq!(server.state(), State::SynReceived);
+    let rst = forge(false, PATH_ID, CLIENT_ISN, 0, &Body::Rst);
+    assert_eq!(feed(&mut server, MS, &rst), Input::Consumed);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+#[test]
+fn rst_in_time_wait_needs_the_exact_sequence_number() {
+    let (mut client, mut server) = established();
+    client.close(MS);
+    exchange(&mut client, &mut server, MS);
+    server.close(MS);
+    exchange(&mut client, &mut server, MS);
+    assert_eq!(client.state(), State::TimeWait);
+    let rcv_nxt = client.rcv_nxt();
+    let rst = forge(true, PATH_ID, rcv_nxt + 1, 0, &Body::Rst);
+    assert_eq!(
+        feed(&mut client, 2 * MS, &rst),
+        Input::Dropped(DropReason::BadRst)
+    );
+    assert_eq!(client.state(), State::TimeWait);
+    let ack = drain(&mut client, 2 * MS);
+    assert_eq!(ack.len(), 1, "challenge ACK");
+    assert_eq!(kind(&ack[0]), PacketType::Ack);
+    let rst = forge(true, PATH_ID, rcv_nxt, 0, &Body::Rst);
+    assert_eq!(feed(&mut client, 2 * MS, &rst), Input::Consumed);
+    assert_eq!(client.state(), State::Closed(None));
 }
 
 #[test]
@@ -2014,6 +2319,129 @@ fn probe_is_answered_and_updates_path() {
     assert!(!p.probe_outstanding());
 }
 
+/// Runs `c`'s timers from `now` until it sends a PROBE on path `path`; returns the probe and
+/// the time it left.
+fn next_probe(c: &mut Conn, mut now: u64, path: PathIdx) -> (Vec<u8>, u64) {
+    for _ in 0..100 {
+        now = c.next_timeout(now).unwrap();
+        c.on_timeout(now);
+        if let Some((_, p)) = drain_tx(c, now)
+            .into_iter()
+            .find(|(t, p)| t.path == path && kind(p) == PacketType::Probe)
+        {
+            return (p, now);
+        }
+    }
+    panic!("no probe on path {path}");
+}
+
+/// Re-encodes a PROBE_ACK with another path id, nonce or timestamp.
+fn with_probe(bytes: &[u8], path_id: u32, nonce: u64, ts: u64) -> Vec<u8> {
+    let pkt = decode(bytes).unwrap();
+    let h = Header {
+        path_id,
+        ..pkt.header
+    };
+    let mut buf = [0u8; 256];
+    let n = mrc_proto::encode(
+        &h,
+        &Body::ProbeAck(mrc_proto::Probe { nonce, ts }),
+        &mut buf,
+    )
+    .unwrap();
+    buf[..n].to_vec()
+}
+
+#[test]
+fn probe_ack_counts_only_with_its_nonce_and_is_timed_locally() {
+    let (mut client, mut server) = established();
+    let (probe, t) = next_probe(&mut client, MS, 0);
+    let Body::Probe(sent) = decode(&probe).unwrap().body else {
+        panic!()
+    };
+    assert_eq!(sent.ts, t);
+    // Nonces are keyed: neither a small counter nor the same for another key.
+    assert!(sent.nonce > u64::from(u32::MAX));
+    feed(&mut server, t, &probe);
+    let ans = drain(&mut server, t);
+    assert_eq!(kind(&ans[0]), PacketType::ProbeAck);
+    let srtt = client.paths().get(0).unwrap().srtt_ns().unwrap();
+    // A wrong nonce, or the right one on a path the probe did not go by, counts for nothing.
+    let forged = [
+        with_probe(&ans[0], PATH_ID, sent.nonce ^ 1, 0),
+        with_probe(&ans[0], PATH_ID, 0, 0),
+        with_probe(&ans[0], PATH_ID + 1, sent.nonce, 0),
+    ];
+    for f in &forged {
+        assert_eq!(
+            feed(&mut client, t + 10 * US, f),
+            Input::Dropped(DropReason::BadProbe)
+        );
+    }
+    let p = client.paths().get(0).unwrap();
+    assert!(p.probe_outstanding());
+    assert_eq!(p.srtt_ns(), Some(srtt));
+    // The genuine answer, whatever time it claims, is timed from the probe's departure.
+    let lying = with_probe(&ans[0], PATH_ID, sent.nonce, t - 500 * MS);
+    assert_eq!(feed(&mut client, t + 50 * US, &lying), Input::Consumed);
+    let p = client.paths().get(0).unwrap();
+    assert!(!p.probe_outstanding());
+    assert!(p.srtt_ns().unwrap() <= 50 * US, "srtt {:?}", p.srtt_ns());
+    // An answer counts once.
+    assert_eq!(
+        feed(&mut client, t + 60 * US, &ans[0]),
+        Input::Dropped(DropReason::BadProbe)
+    );
+    // Another key gives other nonces.
+    let cfg = ConnConfig {
+        nonce_key: [1, 2],
+        ..ConnConfig::default()
+    };
+    let (mut other, _) = established_with(cfg, ConnConfig::default());
+    let (probe2, _) = next_probe(&mut other, MS, 0);
+    let Body::Probe(sent2) = decode(&probe2).unwrap().body else {
+        panic!()
+    };
+    assert_ne!(sent2.nonce, sent.nonce);
+}
+
+#[test]
+fn forged_probe_ack_does_not_revive_a_failed_path() {
+    let (mut client, mut server) = established();
+    let p1 = add_second_path(&mut client, &mut server, 1);
+    client.on_send_error(2 * MS, p1);
+    assert_eq!(client.paths().get(p1).unwrap().state(), PathState::Failed);
+    // Whatever the nonce (the first ones a counter would have given, or none), with a
+    // timestamp that would claim a 1 ns RTT.
+    for nonce in 0..8 {
+        let f = forge(
+            true,
+            PATH_ID + 1,
+            SERVER_ISN,
+            CLIENT_ISN,
+            &Body::ProbeAck(mrc_proto::Probe {
+                nonce,
+                ts: 3 * MS - 1,
+            }),
+        );
+        assert_eq!(
+            feed(&mut client, 3 * MS, &f),
+            Input::Dropped(DropReason::BadProbe)
+        );
+    }
+    let p = client.paths().get(p1).unwrap();
+    assert_eq!(p.state(), PathState::Failed);
+    assert_eq!(p.srtt_ns(), None);
+    // Its own probe's answer brings it back.
+    let (probe, t) = next_probe(&mut client, 3 * MS, p1);
+    feed(&mut server, t, &probe);
+    let ans = drain(&mut server, t);
+    assert_eq!(feed(&mut client, t + 30 * US, &ans[0]), Input::Consumed);
+    let p = client.paths().get(p1).unwrap();
+    assert_eq!(p.state(), PathState::Active);
+    assert_eq!(p.srtt_ns(), Some(30 * US));
+}
+
 #[test]
 fn poll_transmit_needs_a_large_enough_buffer() {
     let mut c = new_conn(ConnConfig::default());
@@ -2042,6 +2470,60 @@ fn handshake_endpoints_are_exchanged() {
     let synack = drain(&mut server, 0);
     feed(&mut client, 0, &synack[0]);
     assert_eq!(client.peer_endpoints().collect::<Vec<_>>(), eps_s.to_vec());
+}
+
+#[test]
+fn handshake_endpoints_are_screened() {
+    let v6 = |s: &str| s.parse::<std::net::Ipv6Addr>().unwrap().octets();
+    let good = Endpoint::v4([10, 0, 0, 2], 6000, false);
+    let good6 = Endpoint::v6(v6("2001:db8::1"), 6000, false);
+    let lo = Endpoint::v4([127, 0, 0, 1], 6000, false);
+    let ll = Endpoint::v6(v6("fe80::1"), 6000, false);
+    let offered = [
+        Endpoint::v4([0, 0, 0, 0], 6000, false),
+        Endpoint::v4([10, 0, 0, 1], 0, false),
+        Endpoint::v4([224, 0, 0, 1], 6000, false),
+        Endpoint::v4([255, 255, 255, 255], 6000, false),
+        lo,
+        good,
+        Endpoint::v6(v6("ff02::1"), 6000, false),
+        Endpoint::v6(v6("::ffff:10.0.0.3"), 6000, false),
+        ll,
+        good6,
+    ];
+    let run = |from: Option<Endpoint>| {
+        let mut client = new_conn(ConnConfig::default());
+        let mut server = new_conn(ConnConfig::default());
+        if let Some(a) = from {
+            server.set_handshake_peer(a);
+            client.set_handshake_peer(a);
+        }
+        client.connect(0, SESSION, CLIENT_ISN, &offered).unwrap();
+        let syn = drain(&mut client, 0);
+        server
+            .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &offered)
+            .unwrap();
+        let synack = drain(&mut server, 0);
+        feed(&mut client, 0, &synack[0]);
+        assert_eq!(client.state(), State::Established);
+        let (c, s) = (
+            client.peer_endpoints().collect::<Vec<_>>(),
+            server.peer_endpoints().collect::<Vec<_>>(),
+        );
+        assert_eq!(c, s);
+        assert_eq!(
+            client.stats().endpoints_refused,
+            server.stats().endpoints_refused
+        );
+        (s, server.stats().endpoints_refused)
+    };
+    assert_eq!(run(None), (vec![good, good6], 8));
+    let public = Endpoint::v4([192, 0, 2, 1], 0, false);
+    assert_eq!(run(Some(public)), (vec![good, good6], 8));
+    let local = Endpoint::v4([127, 0, 0, 1], 0, false);
+    assert_eq!(run(Some(local)), (vec![lo, good, good6], 7));
+    let link = Endpoint::v6(v6("fe80::2"), 0, false);
+    assert_eq!(run(Some(link)), (vec![good, ll, good6], 7));
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use mrc_core::mrc_cc::{CcKind, CongestionControl};
 use mrc_core::mrc_path::{
     Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, StateReason, TickResult,
-    Transition, MAX_PATHS, WEIGHT_DEFAULT,
+    Transition, UnknownProbe, MAX_PATHS, PROBES_REMEMBERED, WEIGHT_DEFAULT,
 };
 
 const US: u64 = 1_000;
@@ -52,7 +52,7 @@ fn table_cfg(n: u32, cfg: PathConfig) -> PathTable {
 fn service(t: &mut PathTable, now: u64, dead: &[PathIdx]) -> TickResult {
     let r = t.on_tick(now);
     for i in r.probe.iter() {
-        t.on_probe_sent(i, now);
+        t.on_probe_sent(i, now, 1);
         if !dead.contains(&i) {
             t.on_probe_ack(i, now + 50 * US, 50 * US);
         }
@@ -106,13 +106,14 @@ fn path_is_small() {
     // 248 B before the recent-RTT peak of the probe timeout and the delay controller's slack
     // and packet-size floor (32 B more, 8 KiB per table of MAX_PATHS), and the send time of
     // the latest answered packet (8 B more), and the pacing clock (8 B more), and the
-    // 125 ms RTT peak that bounds the wait before hedging (16 B more, 4 KiB per table).
-    assert!(size <= 312, "Path is {size} bytes");
+    // 125 ms RTT peak that bounds the wait before hedging (16 B more, 4 KiB per table), and
+    // the nonces and send times of the latest two probes (32 B more, 8 KiB per table).
+    assert!(size <= 344, "Path is {size} bytes");
     eprintln!(
         "Path {size} B, PathTable {} B",
         core::mem::size_of::<PathTable>()
     );
-    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 312 + 256);
+    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 344 + 256);
 }
 
 #[test]
@@ -528,7 +529,7 @@ fn answers_to_older_packets_do_not_make_a_busy_path_silent_alone() {
     let r = t.on_tick(6 * MS + 500 * US);
     assert!(r.probe.contains(0) && r.changed.is_empty());
     assert_eq!(t.get(0).unwrap().missed_probes(), 0);
-    t.on_probe_sent(0, 6 * MS + 500 * US);
+    t.on_probe_sent(0, 6 * MS + 500 * US, 1);
     // The probe's answer is late too, but path 0 was answered meanwhile: still Active.
     t.on_ack(0, 7 * MS, 1000, Some(1500 * US), false);
     t.on_probe_ack(0, 7 * MS + 100 * US, 600 * US);
@@ -553,7 +554,7 @@ fn a_probe_of_another_connection_stands_in_for_an_active_paths_own() {
     assert_eq!(t.get(0).unwrap().last_probe_ns(), 90 * MS);
     let r = t.on_tick(100 * MS);
     assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![1]);
-    t.on_probe_sent(1, 100 * MS);
+    t.on_probe_sent(1, 100 * MS, 1);
     t.on_probe_ack(1, 100 * MS + 50 * US, 50 * US);
     // The answer reaches the other connection; this one hears of it.
     t.on_heard(0, 90 * MS + 50 * US);
@@ -562,7 +563,7 @@ fn a_probe_of_another_connection_stands_in_for_an_active_paths_own() {
     // probe elsewhere no longer moves an Active path with one outstanding.
     let r = t.on_tick(190 * MS + 50 * US);
     assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![0]);
-    t.on_probe_sent(0, 190 * MS + 50 * US);
+    t.on_probe_sent(0, 190 * MS + 50 * US, 1);
     t.on_probed_elsewhere(0, 190 * MS + 60 * US);
     assert_eq!(t.get(0).unwrap().last_probe_ns(), 190 * MS + 50 * US);
     // Unanswered: Suspect at its own probe timeout, and then only its own
@@ -570,7 +571,7 @@ fn a_probe_of_another_connection_stands_in_for_an_active_paths_own() {
     let r = t.on_tick(191 * MS + 50 * US);
     assert_eq!(t.get(0).unwrap().state(), PathState::Suspect);
     assert!(r.probe.contains(0));
-    t.on_probe_sent(0, 191 * MS + 50 * US);
+    t.on_probe_sent(0, 191 * MS + 50 * US, 1);
     t.on_probed_elsewhere(0, 191 * MS + 60 * US);
     t.on_heard(0, 191 * MS + 70 * US);
     assert_eq!(t.get(0).unwrap().last_probe_ns(), 191 * MS + 50 * US);
@@ -996,14 +997,14 @@ fn arbitrary_event_sequences_do_not_panic() {
                 6 => {
                     t.on_loss(idx, now, bytes);
                 }
-                7 => t.on_probe_sent(idx, now),
+                7 => t.on_probe_sent(idx, now, 1),
                 8 => {
                     t.on_probe_ack(idx, now, r >> 40);
                 }
                 9 => {
                     let res = t.on_tick(now);
                     for i in res.probe.iter() {
-                        t.on_probe_sent(i, now);
+                        t.on_probe_sent(i, now, 1);
                     }
                 }
                 10 => {
@@ -1130,7 +1131,7 @@ fn two_ends(yield_1: bool, cut: u64) -> ([u32; 2], u64, Option<u64>) {
             if ends[k].next_timer(now).is_some_and(|t| t <= now) {
                 let r = ends[k].on_tick(now);
                 for j in r.probe.iter() {
-                    ends[k].on_probe_sent(j, now);
+                    ends[k].on_probe_sent(j, now, 1);
                     if j != 1 {
                         continue;
                     }
@@ -1240,6 +1241,39 @@ mod planes {
     }
 }
 
+#[test]
+fn probe_answer_needs_the_nonce_of_a_recent_probe_of_its_path() {
+    let mut t = table(2);
+    assert_eq!(PROBES_REMEMBERED, 2);
+    t.on_probe_sent(0, MS, 11);
+    t.on_probe_sent(0, 2 * MS, 22);
+    t.on_probe_sent(0, 3 * MS, 33);
+    t.on_probe_sent(1, 3 * MS, 44);
+    // Path 0's oldest probe is forgotten; a nonce of another path or none counts for nothing.
+    for (idx, nonce) in [(0, 11), (0, 44), (1, 33), (0, 0), (1, 0), (7, 33)] {
+        assert_eq!(
+            t.on_probe_answer(idx, 4 * MS, nonce),
+            Err(UnknownProbe),
+            "path {idx} nonce {nonce}"
+        );
+    }
+    assert_eq!(t.get(0).unwrap().srtt_ns(), None);
+    // The one before the latest still counts, timed from its own departure.
+    assert_eq!(t.on_probe_answer(0, 4 * MS, 22), Ok(None));
+    assert_eq!(t.get(0).unwrap().srtt_ns(), Some(2 * MS));
+    // Once.
+    assert_eq!(t.on_probe_answer(0, 5 * MS, 22), Err(UnknownProbe));
+    assert_eq!(t.on_probe_answer(0, 3 * MS + 500 * US, 33), Ok(None));
+    assert_eq!(t.get(0).unwrap().min_rtt_ns(), Some(500 * US));
+    // A Failed path comes back only by a genuine answer.
+    t.on_send_error(1, 5 * MS);
+    assert_eq!(t.on_probe_answer(1, 6 * MS, 45), Err(UnknownProbe));
+    assert_eq!(t.get(1).unwrap().state(), PathState::Failed);
+    let tr = t.on_probe_answer(1, 6 * MS, 44).unwrap().unwrap();
+    assert_eq!((tr.from, tr.to), (PathState::Failed, PathState::Active));
+    assert_eq!(t.get(1).unwrap().srtt_ns(), Some(3 * MS));
+}
+
 /// Paths 0 and 1 on planes 0 and 1 with the default 1 ms busy heartbeat and a 100 ms idle
 /// one; path 0 is timed by a probe's answer at 20 ms, path 1 only by an acknowledgement that
 /// came back by path 0 (of a packet sent at 10 ms, answered at 12 ms).
@@ -1259,7 +1293,7 @@ fn answer_by_another_plane_only_starts_a_path() {
     assert_eq!((p.srtt_ns(), p.min_rtt_ns()), (Some(2 * MS), Some(2 * MS)));
     assert_eq!(p.counters().bytes_acked, 1000);
     // A probe's answer is its own: it replaces the provisional minimum even if larger.
-    t.on_probe_sent(1, 20 * MS);
+    t.on_probe_sent(1, 20 * MS, 1);
     t.on_probe_ack(1, 25 * MS, 5 * MS);
     assert_eq!(t.get(1).unwrap().min_rtt_ns(), Some(5 * MS));
     // The planes' own minimums, 20 ms and 5 ms, are within ALIKE_PLANES_NS: an answer by
@@ -1288,7 +1322,7 @@ fn path_timed_only_by_another_plane_is_probed_while_idle() {
     assert_eq!(t.next_timer(12 * MS), Some(13 * MS));
     let r = t.on_tick(13 * MS);
     assert_eq!(r.probe.iter().collect::<Vec<_>>(), vec![1]);
-    t.on_probe_sent(1, 13 * MS);
+    t.on_probe_sent(1, 13 * MS, 1);
     t.on_probe_ack(1, 15 * MS, 2 * MS);
     // Its own answer ends that: both wait for the idle heartbeat, path 0 from 0 ms and
     // path 1 from 15 ms.

@@ -200,7 +200,7 @@ impl Sim {
     fn tick(&mut self) {
         let r = self.table.on_tick(self.now);
         for i in r.probe.iter() {
-            self.table.on_probe_sent(i, self.now);
+            self.table.on_probe_sent(i, self.now, 1);
             let link = &self.links[i];
             if link.alive {
                 let queue = link.busy_until.saturating_sub(self.now);
