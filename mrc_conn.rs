@@ -129,6 +129,37 @@
 //! when the window is closed and nothing is outstanding it sends one packet per backed-off RTO
 //! (a window probe), which the receiver answers with its current window.
 //!
+//! # Close and orphans
+//!
+//! [`Conn::close`] closes this end's direction (`shutdown(SHUT_WR)`): a FIN follows the
+//! queued messages, and the connection goes to FinWait (or Closing, if the peer's FIN came
+//! first) and keeps receiving. Once both FINs are acknowledged, the end that closed first
+//! lingers in TimeWait ([`ConnConfig::time_wait_ns`], at least two RTOs) to acknowledge a
+//! retransmitted FIN again, then ends without error; the other ends at once.
+//!
+//! [`Conn::release`] is the application letting go of the connection (`close()` of the
+//! socket): it closes as above, or aborts if received data will never be read, and makes the
+//! connection an orphan ([`Conn::is_orphan`]). An end that still has its application may wait
+//! for the peer for ever, as TCP's FIN_WAIT_2 does after a half close: the peer may still have
+//! data to send. An orphan is bounded instead, like TCP's orphans by `tcp_fin_timeout`:
+//!
+//! - Once its FIN is sent, it waits for the peer's FIN, and for the acknowledgement of its
+//!   own, at most [`ConnConfig::fin_timeout_ns`] after the latest of the FIN's first
+//!   transmission, the FIN's acknowledgement and the release. The acknowledgement restarts
+//!   the wait, as entering FIN_WAIT_2 starts TCP's timer, so a peer that acknowledges the FIN
+//!   late still gets the whole timeout to send its own.
+//! - Before that, while the peer's window holds queued messages back (persist), it waits at
+//!   most `fin_timeout_ns` after the later of the window closing and the release: a peer
+//!   that answers every window probe, or accepts one probe at a time, but never opens its
+//!   window would otherwise keep the orphan for as long as the messages take to trickle
+//!   out. The clock restarts only when a packet goes out within the window.
+//!
+//! When that time is up, the orphan sends an RST, so the peer learns at once, and fails with
+//! [`ConnError::TimedOut`], counted in [`ConnStats::orphan_timeouts`]. Otherwise an orphan
+//! fails like any connection: with [`ConnError::TimedOut`] after
+//! [`ConnConfig::user_timeout_ns`] without progress (data or FIN outstanding and nothing newly
+//! acknowledged, or no Active path), or with the peer's RST.
+//!
 //! # Size
 //!
 //! A `Conn` is about 154 KiB on a 64-bit target (the path table alone is about 86 KiB, the send
@@ -264,6 +295,15 @@ pub struct ConnConfig {
     pub syn_retries: u8,
     /// How long TimeWait lasts at least (see [`Conn::time_wait`]).
     pub time_wait_ns: u64,
+    /// How long an orphan (a connection the application has let go of, see
+    /// [`Conn::release`]) waits for the peer to finish, like `tcp_fin_timeout`: once its FIN
+    /// is sent, at most this long after the FIN was sent, acknowledged or the connection
+    /// orphaned, whichever is latest, for the peer's FIN (or the acknowledgement of its own);
+    /// before that, at most this long after the peer's window closed or the connection was
+    /// orphaned, whichever is later, for the window to reopen. It then resets the
+    /// connection and fails with [`ConnError::TimedOut`] (see "Close and orphans" in the
+    /// module documentation). A connection the application still holds never ends this way.
+    pub fin_timeout_ns: u64,
     /// Path table, failure detector and congestion control tunables.
     pub path: PathConfig,
     /// Secret key of the PROBE nonces: each probe's nonce is SipHash-2-4 under this key of the
@@ -290,6 +330,7 @@ impl ConnConfig {
         syn_rto_ns: 100_000_000,
         syn_retries: 6,
         time_wait_ns: 1_000_000_000,
+        fin_timeout_ns: 60_000_000_000,
         path: PathConfig::DEFAULT,
         nonce_key: [0; 2],
     };
@@ -694,6 +735,10 @@ pub struct ConnStats {
     /// Endpoints the peer announced in its SYN or SYN_ACK that were refused (see
     /// [`mrc_proto::screen_peer_endpoint`]).
     pub endpoints_refused: u64,
+    /// Orphans reset after [`ConnConfig::fin_timeout_ns`]: the peer did not finish the close
+    /// (its FIN, or the acknowledgement of this end's FIN, never came) or kept its window
+    /// closed.
+    pub orphan_timeouts: u64,
 }
 
 /// Send ring slot states.
@@ -1032,6 +1077,13 @@ pub struct Conn {
     fin_queued: bool,
     fin_seq: Option<u64>,
     fin_acked: bool,
+    /// When this end's FIN was first sent, and again when it was acknowledged.
+    fin_since_ns: u64,
+    /// When the application let go of the connection ([`Conn::release`]): it is an orphan.
+    orphan_ns: Option<u64>,
+    /// Since when the peer's window has held back the next new packet, none having been
+    /// sent within the window since; `None` while it fits or nothing is queued.
+    rwnd_closed_ns: Option<u64>,
     rto_deadline: Option<u64>,
     rto_backoff: u8,
     /// Last time the connection was not waiting or made progress; see [`Conn::waiting`].
@@ -1150,6 +1202,9 @@ fn conn_fields_are_initialised(c: &Conn) {
         fin_queued: _,
         fin_seq: _,
         fin_acked: _,
+        fin_since_ns: _,
+        orphan_ns: _,
+        rwnd_closed_ns: _,
         rto_deadline: _,
         rto_backoff: _,
         progress_ns: _,
@@ -1283,6 +1338,9 @@ impl Conn {
             addr_of_mut!((*p).fin_queued).write(false);
             addr_of_mut!((*p).fin_seq).write(None);
             addr_of_mut!((*p).fin_acked).write(false);
+            addr_of_mut!((*p).fin_since_ns).write(0);
+            addr_of_mut!((*p).orphan_ns).write(None);
+            addr_of_mut!((*p).rwnd_closed_ns).write(None);
             addr_of_mut!((*p).rto_deadline).write(None);
             addr_of_mut!((*p).rto_backoff).write(0);
             addr_of_mut!((*p).progress_ns).write(0);
@@ -1725,7 +1783,8 @@ impl Conn {
     /// Closes this end's direction (shutdown for writing): a FIN follows every queued message.
     ///
     /// Before the handshake completes this abandons the connection instead (with an RST once
-    /// the peer may know it). Receiving continues until the peer's FIN.
+    /// the peer may know it). Receiving continues until the peer's FIN, for as long as the
+    /// peer takes: only [`Conn::release`] bounds the wait (see [`ConnConfig::fin_timeout_ns`]).
     pub fn close(&mut self, now_ns: u64) {
         match self.state {
             State::Idle => self.enter_closed(None),
@@ -1747,12 +1806,27 @@ impl Conn {
     /// TCP socket: with an RST if data it received will never be read, which is
     /// `unread_delivered` (complete messages it has not read) or any part of a message
     /// still being received, else with a FIN after every queued message.
+    ///
+    /// From now on the connection is an orphan ([`Conn::is_orphan`]): nobody reads from it
+    /// or waits on it, so it no longer waits for the peer indefinitely. If the peer does not
+    /// finish the close, or keeps its window closed on the messages still queued, for
+    /// [`ConnConfig::fin_timeout_ns`], the connection resets the peer and fails with
+    /// [`ConnError::TimedOut`]. [`Conn::close`] alone (`shutdown(SHUT_WR)`) does not orphan
+    /// the connection.
     pub fn release(&mut self, now_ns: u64, unread_delivered: bool) {
+        if self.orphan_ns.is_none() {
+            self.orphan_ns = Some(now_ns);
+        }
         if unread_delivered || self.rcv_held > 0 {
             self.abort(now_ns);
         } else {
             self.close(now_ns);
         }
+    }
+
+    /// Returns whether the application has let go of the connection ([`Conn::release`]).
+    pub fn is_orphan(&self) -> bool {
+        self.orphan_ns.is_some()
     }
 
     /// Aborts the connection: sends one RST and closes at once, without error.
@@ -2409,15 +2483,21 @@ impl Conn {
     /// [`Conn::build_new_data`], or what held the data back.
     fn try_new_data(&mut self, now_ns: u64, buf: &mut [u8]) -> Result<Transmit, SendLimit> {
         if self.msgq_len == 0 {
+            self.rwnd_closed_ns = None;
             return Err(SendLimit::App);
-        }
-        if self.ring_full() {
-            return Err(SendLimit::Ring);
         }
         let msg_len = *self.msgq.get(self.msgq_head).ok_or(SendLimit::App)?;
         let remaining = msg_len.saturating_sub(self.head_offset);
         let len = remaining.min(self.cfg.max_payload());
         let in_window = self.snd_new_bytes.saturating_add(u64::from(len)) <= self.peer_edge;
+        if in_window {
+            self.rwnd_closed_ns = None;
+        } else if self.rwnd_closed_ns.is_none() {
+            self.rwnd_closed_ns = Some(now_ns);
+        }
+        if self.ring_full() {
+            return Err(SendLimit::Ring);
+        }
         let probe = !in_window && self.persist_probe;
         if !in_window && !probe {
             if self.snd_una == self.snd_nxt && self.rto_deadline.is_none() {
@@ -2499,6 +2579,7 @@ impl Conn {
             ..SendSlot::default()
         };
         self.fin_seq = Some(seq);
+        self.fin_since_ns = now_ns;
         self.snd_nxt = seq.saturating_add(1);
         self.emit_slot(now_ns, seq, path, false, buf)
     }
@@ -2840,6 +2921,7 @@ impl Conn {
             }
             if slot.flags & SF_FIN != 0 {
                 self.fin_acked = true;
+                self.fin_since_ns = now_ns;
             }
             if let Some(s) = self.send.get_mut(slot_of(seq)) {
                 *s = SendSlot::default();
@@ -3393,6 +3475,7 @@ impl Conn {
                 let t = min_opt(ack, self.rack_deadline);
                 let t = min_opt(t, self.rto_deadline);
                 let t = min_opt(t, self.user_deadline());
+                let t = min_opt(t, self.orphan_deadline());
                 let t = min_opt(t, self.pacing_deadline(now_ns));
                 min_opt(
                     t,
@@ -3425,6 +3508,13 @@ impl Conn {
                 }
             }
             State::Established | State::FinWait | State::CloseWait | State::Closing => {
+                if self.orphan_deadline().is_some_and(|d| d <= now_ns) {
+                    // Nobody waits for the outcome; the RST tells the peer at once.
+                    self.stats.orphan_timeouts = self.stats.orphan_timeouts.saturating_add(1);
+                    self.rst_due = Some(self.hs_path_id_or_first());
+                    self.enter_closed(Some(ConnError::TimedOut));
+                    return;
+                }
                 if self.user_deadline().is_some_and(|d| d <= now_ns) {
                     self.enter_closed(Some(ConnError::TimedOut));
                     return;
@@ -3489,6 +3579,23 @@ impl Conn {
     fn user_deadline(&self) -> Option<u64> {
         self.waiting()
             .then(|| self.progress_ns.saturating_add(self.cfg.user_timeout_ns))
+    }
+
+    /// Returns when an orphan gives up on its peer (see [`ConnConfig::fin_timeout_ns`]): with
+    /// its FIN sent, `fin_timeout_ns` after the FIN was sent or acknowledged or the
+    /// connection orphaned, whichever is latest; before that, with messages held back by
+    /// the peer's closed window, `fin_timeout_ns` after the window closed or the connection
+    /// was orphaned, whichever is later.
+    fn orphan_deadline(&self) -> Option<u64> {
+        let orphan_ns = self.orphan_ns?;
+        let since = if self.fin_seq.is_some() {
+            self.fin_since_ns
+        } else if self.msgq_len > 0 {
+            self.rwnd_closed_ns?
+        } else {
+            return None;
+        };
+        Some(orphan_ns.max(since).saturating_add(self.cfg.fin_timeout_ns))
     }
 
     fn on_rto(&mut self, now_ns: u64) {

@@ -1746,6 +1746,241 @@ fn lost_fin_is_retransmitted_and_time_wait_reacks() {
     assert_eq!(kind(&re[0]), PacketType::Ack);
 }
 
+/// Runs both ends' timers from `now` to `until`, delivering every packet at once; the server's
+/// application reads every message it gets. Logs the time and type of each packet the
+/// client sends. Returns `until`.
+fn run_pair(
+    client: &mut Conn,
+    server: &mut Conn,
+    mut now: u64,
+    until: u64,
+    log: &mut Vec<(u64, PacketType)>,
+) -> u64 {
+    for _ in 0..10_000_000 {
+        for _ in 0..1000 {
+            for e in events(server) {
+                if let Event::Message { len, .. } = e {
+                    server.release_recv(u64::from(len));
+                }
+            }
+            let x = drain(client, now);
+            let y = drain(server, now);
+            if x.is_empty() && y.is_empty() {
+                break;
+            }
+            log.extend(x.iter().map(|p| (now, kind(p))));
+            feed_all(server, now, &x);
+            feed_all(client, now, &y);
+        }
+        let t = [client.next_timeout(now), server.next_timeout(now)]
+            .into_iter()
+            .flatten()
+            .min();
+        match t {
+            Some(t) if t <= until => {
+                now = t.max(now);
+                client.on_timeout(now);
+                server.on_timeout(now);
+            }
+            _ => return until,
+        }
+    }
+    panic!("run_pair did not reach {until}");
+}
+
+/// Times at which the client sent an RST.
+fn rsts(log: &[(u64, PacketType)]) -> Vec<u64> {
+    log.iter()
+        .filter(|(_, k)| *k == PacketType::Rst)
+        .map(|(t, _)| *t)
+        .collect()
+}
+
+#[test]
+fn orphan_waiting_for_the_peer_fin_times_out_with_rst() {
+    let (mut client, mut server) = established();
+    let fin_timeout = client.config().fin_timeout_ns;
+    assert_eq!(fin_timeout, 60_000_000_000);
+    assert!(!client.is_orphan());
+    client.release(MS, false);
+    assert!(client.is_orphan());
+    assert_eq!(client.state(), State::FinWait);
+    // The peer acknowledges the FIN at once and answers every probe, but never closes.
+    let mut log = vec![];
+    let t = run_pair(
+        &mut client,
+        &mut server,
+        MS,
+        MS + fin_timeout - MS,
+        &mut log,
+    );
+    assert_eq!(client.state(), State::FinWait);
+    assert!(client.all_acked());
+    assert_eq!(server.state(), State::CloseWait);
+    assert_eq!(client.paths().paths_in_state(PathState::Active), 1);
+    assert!(client.stats().probes_sent >= 3, "{:?}", client.stats());
+    assert!(rsts(&log).is_empty());
+    // One FIN timeout after the FIN was acknowledged, the orphan resets the peer.
+    assert_eq!(client.next_timeout(t), Some(MS + fin_timeout));
+    run_pair(&mut client, &mut server, t, MS + fin_timeout + MS, &mut log);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(client.stats().orphan_timeouts, 1);
+    assert!(events(&mut client).contains(&Event::Closed(Some(ConnError::TimedOut))));
+    assert_eq!(rsts(&log), vec![MS + fin_timeout]);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+    assert_eq!(client.next_timeout(MS + fin_timeout), None);
+}
+
+#[test]
+fn orphan_timeout_restarts_when_the_fin_is_acknowledged() {
+    let cfg = ConnConfig {
+        fin_timeout_ns: 1_000 * MS,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(cfg, ConnConfig::default());
+    client.release(MS, false);
+    // The FIN is lost until 800 ms.
+    let fin = drain(&mut client, MS);
+    assert_eq!(kind(&fin[0]), PacketType::Fin);
+    let mut log = vec![];
+    let mut now = MS;
+    while now < 800 * MS {
+        let t = client.next_timeout(now).unwrap();
+        assert!(
+            t <= MS + 1_000 * MS,
+            "FIN timeout counts from the FIN's transmission"
+        );
+        now = t.max(now);
+        client.on_timeout(now);
+        drain(&mut client, now);
+        server.on_timeout(now);
+        drain(&mut server, now);
+    }
+    assert_eq!(client.state(), State::FinWait);
+    // Acknowledged now: the orphan waits one whole FIN timeout more for the peer's FIN.
+    feed(&mut server, now, &fin[0]);
+    run_pair(&mut client, &mut server, now, now + 999 * MS, &mut log);
+    assert!(client.all_acked());
+    assert_eq!(client.state(), State::FinWait);
+    run_pair(
+        &mut client,
+        &mut server,
+        now + 999 * MS,
+        now + 1_001 * MS,
+        &mut log,
+    );
+    assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(rsts(&log), vec![now + 1_000 * MS]);
+}
+
+#[test]
+fn half_closed_connection_waits_for_the_peer_fin_until_released() {
+    let (mut client, mut server) = established();
+    let fin_timeout = client.config().fin_timeout_ns;
+    // shutdown(SHUT_WR): the application still holds the socket and may wait for the
+    // peer's data as long as it likes.
+    client.close(MS);
+    let mut log = vec![];
+    let t = run_pair(&mut client, &mut server, MS, 10 * fin_timeout, &mut log);
+    assert!(!client.is_orphan());
+    assert_eq!(client.state(), State::FinWait);
+    assert_eq!(server.state(), State::CloseWait);
+    assert_eq!(client.stats().orphan_timeouts, 0);
+    assert!(rsts(&log).is_empty());
+    // The peer's data still arrives.
+    server.send_message(100).unwrap();
+    exchange(&mut client, &mut server, t);
+    assert_eq!(messages(&events(&mut client)).len(), 1);
+    // Released, it waits one FIN timeout from then, as TCP's close() in FIN_WAIT_2.
+    client.release(t, false);
+    let u = run_pair(&mut client, &mut server, t, t + fin_timeout - MS, &mut log);
+    assert_eq!(client.state(), State::FinWait);
+    run_pair(&mut client, &mut server, u, t + fin_timeout + MS, &mut log);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(rsts(&log), vec![t + fin_timeout]);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+/// A pair whose server takes the window probes one at a time but never opens its window: it
+/// holds 3000 bytes, and the client sends two 1 MiB messages, one window probe a second.
+fn window_kept_closed() -> (Box<Conn>, Box<Conn>) {
+    let mut slow = ConnConfig::default();
+    slow.path.rto_min_ns = slow.path.rto_max_ns;
+    let small = ConnConfig {
+        rcvbuf: 3000,
+        ..ConnConfig::default()
+    };
+    let (mut client, server) = established_with(slow, small);
+    client.send_message(1 << 20).unwrap();
+    client.send_message(1 << 20).unwrap();
+    (client, server)
+}
+
+#[test]
+fn orphan_facing_a_closed_window_times_out() {
+    let (mut client, mut server) = window_kept_closed();
+    let fin_timeout = client.config().fin_timeout_ns;
+    client.release(MS, false);
+    let mut log = vec![];
+    let t = run_pair(&mut client, &mut server, MS, fin_timeout / 2, &mut log);
+    assert_eq!(client.state(), State::FinWait);
+    assert_eq!(client.peer_rwnd(), 0);
+    // Every probe is taken: the connection progresses, so the user timeout never fires.
+    let taken = server.stats().data_received;
+    assert!(taken > 10, "{:?}", server.stats());
+    assert!(
+        client.stats().window_probes >= taken - 3,
+        "{:?}",
+        client.stats()
+    );
+    assert_eq!(client.acked_msgs(), 0);
+    assert!(!client.all_acked());
+    run_pair(&mut client, &mut server, t, MS + fin_timeout + MS, &mut log);
+    assert_eq!(client.state(), State::Closed(Some(ConnError::TimedOut)));
+    assert_eq!(client.stats().orphan_timeouts, 1);
+    assert_eq!(rsts(&log), vec![MS + fin_timeout]);
+    assert_eq!(server.state(), State::Closed(Some(ConnError::Reset)));
+}
+
+#[test]
+fn half_closed_connection_facing_a_closed_window_keeps_sending() {
+    let (mut client, mut server) = window_kept_closed();
+    let fin_timeout = client.config().fin_timeout_ns;
+    client.close(MS);
+    let mut log = vec![];
+    run_pair(&mut client, &mut server, MS, 3 * fin_timeout, &mut log);
+    assert_eq!(client.state(), State::FinWait);
+    assert!(client.stats().window_probes > 100, "{:?}", client.stats());
+    assert_eq!(client.stats().orphan_timeouts, 0);
+    assert!(rsts(&log).is_empty());
+}
+
+#[test]
+fn orphan_whose_peer_closes_in_time_goes_through_time_wait() {
+    let (mut client, mut server) = established();
+    let fin_timeout = client.config().fin_timeout_ns;
+    client.send_message(5000).unwrap();
+    client.release(MS, false);
+    let mut log = vec![];
+    // The peer closes just before the FIN timeout.
+    let t = run_pair(&mut client, &mut server, MS, fin_timeout, &mut log);
+    assert_eq!(client.state(), State::FinWait);
+    assert_eq!(server.state(), State::CloseWait);
+    server.close(t);
+    let u = t + 10 * MS;
+    run_pair(&mut client, &mut server, t, u, &mut log);
+    assert_eq!(server.state(), State::Closed(None));
+    assert_eq!(client.state(), State::TimeWait);
+    assert!(events(&mut client).contains(&Event::PeerFin));
+    let end = client.next_timeout(u).unwrap();
+    assert!(end > MS + fin_timeout);
+    run_pair(&mut client, &mut server, u, end, &mut log);
+    assert_eq!(client.state(), State::Closed(None));
+    assert_eq!(events(&mut client), vec![Event::Closed(None)]);
+    assert_eq!(client.stats().orphan_timeouts, 0);
+    assert!(rsts(&log).is_empty());
+}
+
 #[test]
 fn abort_sends_rst_and_peer_resets() {
     let (mut client, mut server) = established();
