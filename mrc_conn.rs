@@ -1930,10 +1930,21 @@ impl Conn {
     // Sending messages
     // -----------------------------------------------------------------------------------------
 
+    /// Returns the largest message this end can send: [`ConnConfig::max_msg`], and no more
+    /// packets than the receiver holds of one message ([`WINDOW`] of them; a message spans
+    /// them all only on a route with a small MTU).
+    pub fn max_msg_len(&self) -> u32 {
+        let ring = u64::from(self.cfg.max_payload()).saturating_mul(WINDOW_SEQ);
+        self.cfg
+            .max_msg
+            .min(u32::try_from(ring).unwrap_or(u32::MAX))
+    }
+
     /// Queues a message of `len` bytes; returns its id, which [`DataRef::msg_id`] names.
     ///
     /// Ids count up from zero without gaps. The glue keeps the message bytes until
-    /// [`Conn::acked_msgs`] is above the id.
+    /// [`Conn::acked_msgs`] is above the id. A message longer than [`Conn::max_msg_len`]
+    /// is refused with [`SendError::MsgSize`].
     pub fn send_message(&mut self, len: u32) -> Result<u64, SendError> {
         match self.state {
             State::Established | State::CloseWait => {}
@@ -1948,7 +1959,7 @@ impl Conn {
         if self.fin_queued {
             return Err(SendError::Shutdown);
         }
-        if len > self.cfg.max_msg {
+        if len > self.max_msg_len() {
             return Err(SendError::MsgSize);
         }
         let fits = self.snd_buffered.saturating_add(u64::from(len)) <= u64::from(self.cfg.sndbuf);

@@ -38,9 +38,7 @@
 //! [`run_bytes`]; the property tests below are compiled only into the test binary.
 //!
 //! `PROPTEST_CASES` sets the number of cases of each property (default 512, about a second in
-//! the test profile); `CONN_FUZZ_LOG=1` logs every operation. Messages are kept within
-//! `WINDOW` packets: longer ones are never delivered (see
-//! `message_longer_than_the_window_is_delivered`).
+//! the test profile); `CONN_FUZZ_LOG=1` logs every operation.
 
 #![allow(dead_code)]
 
@@ -345,15 +343,11 @@ impl Setup {
         } else {
             CcKind::Delay
         };
-        let max_payload = self.mtu.saturating_sub(HEADER_LEN as u32).max(1);
         ConnConfig {
             mtu: self.mtu,
             rcvbuf: self.rcvbuf[who.min(1)],
             sndbuf: self.sndbuf,
-            // A message of more than WINDOW packets is never delivered (see
-            // `message_longer_than_the_window_is_delivered`); keep them out until the core
-            // refuses or handles them.
-            max_msg: self.max_msg.min(max_payload.saturating_mul(WINDOW as u32)),
+            max_msg: self.max_msg,
             delack_ns: self.delack_ns,
             ack_every: self.ack_every,
             path,
@@ -1892,8 +1886,7 @@ fn replay_input() {
 /// the user timeout kills the connection.
 #[cfg(test)]
 #[test]
-#[ignore = "mrc_conn: messages of more than WINDOW packets are accepted but never delivered"]
-fn message_longer_than_the_window_is_delivered() {
+fn message_longer_than_the_window_is_refused_and_one_that_fits_is_delivered() {
     let setup = Setup {
         honest: true,
         handshake_in_ops: false,
@@ -1933,7 +1926,11 @@ fn message_longer_than_the_window_is_delivered() {
         w.deliver_all(0);
     }
     assert_eq!(w.peers[1].conn.state(), State::Established);
-    w.step(&Op::Send { on: 0, len: 1025 });
+    // A message the receiver could never hold whole is refused at once...
+    assert_eq!(w.peers[0].conn.send_message(1025), Err(SendError::MsgSize));
+    assert_eq!(w.peers[0].conn.max_msg_len(), 1024);
+    // ... and one that just fits is delivered.
+    w.step(&Op::Send { on: 0, len: 1024 });
     w.settle();
     assert_eq!(
         w.peers[1].delivered.len(),
