@@ -45,6 +45,16 @@ fn opt<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| "-".into(), f)
 }
 
+/// Names a connection in headings: its session id, or, when the kernel
+/// withholds it (a reader without CAP_NET_ADMIN), its socket cookie.
+fn conn_name(c: &Conn) -> String {
+    match (c.session_id, c.cookie) {
+        (Some(s), _) => s.to_string(),
+        (None, Some(k)) => format!("cookie {k}"),
+        (None, None) => "-".into(),
+    }
+}
+
 /// Formats an address and port: `10.0.0.1:4796`, `[fe80::1]:4796`.
 pub fn endpoint(addr: Option<IpAddr>, port: Option<u16>) -> String {
     let a = match addr {
@@ -175,7 +185,7 @@ pub fn show(dump: &ConnDump) -> String {
     );
     for c in &dump.connections {
         out.push('\n');
-        let _ = writeln!(out, "connection {}", c.session_id);
+        let _ = writeln!(out, "connection {}", conn_name(c));
         let mut state = c.state.clone();
         if let Some(t) = c.time_in_state_ns {
             let _ = write!(state, " for {}", duration(t));
@@ -253,7 +263,7 @@ pub fn conns(dump: &ConnDump) -> String {
     );
     for c in &dump.connections {
         t.row(vec![
-            c.session_id.to_string(),
+            opt(c.session_id, |s| s.to_string()),
             c.state.clone(),
             opt(c.time_in_state_ns, duration),
             endpoint(c.local_addr, c.local_port),
@@ -277,7 +287,7 @@ pub fn paths(dump: &ConnDump) -> String {
     let mut t = Table::new("", &headers);
     for c in &dump.connections {
         for p in &c.paths {
-            let mut cells = vec![c.session_id.to_string()];
+            let mut cells = vec![opt(c.session_id, |s| s.to_string())];
             cells.extend(path_cells(p));
             t.row(cells);
         }
@@ -510,6 +520,7 @@ fn endpoint_line(e: &Endpoint) -> String {
 mod tests {
     use super::*;
     use crate::attr::{AttrWriter, Attrs};
+    use crate::model::SessionId;
     use crate::spec::{
         self, conn, conn_counters, conn_state, drops, path, path_state, send_time, stats,
     };
@@ -568,7 +579,22 @@ mod tests {
             )
     }
 
+    /// How the module names a connection in its `conn-get` messages.
+    #[derive(Clone, Copy)]
+    enum Ids {
+        /// An older module: the session id in every message, the cookie
+        /// in the first only.
+        Old { sid: u64, cookie: u64 },
+        /// The current module: the cookie in every message, the session id
+        /// only for a reader with CAP_NET_ADMIN.
+        New { cookie: u64, sid: Option<u64> },
+    }
+
     fn conn_msg(generation: u32, sid: u64, paths: Vec<AttrWriter>, head: bool) -> Vec<u8> {
+        conn_msg_ids(generation, Ids::Old { sid, cookie: 4242 }, paths, head)
+    }
+
+    fn conn_msg_ids(generation: u32, ids: Ids, paths: Vec<AttrWriter>, head: bool) -> Vec<u8> {
         let s = conn::ATTRS;
         let mut w = put(
             AttrWriter::new(),
@@ -576,10 +602,22 @@ mod tests {
             conn::GENERATION,
             u64::from(generation),
         );
-        w = put(w, s, conn::SESSION_ID, sid);
+        match ids {
+            Ids::Old { sid, cookie } => {
+                w = put(w, s, conn::SESSION_ID, sid);
+                if head {
+                    w = put(w, s, conn::COOKIE, cookie);
+                }
+            }
+            Ids::New { cookie, sid } => {
+                w = put(w, s, conn::COOKIE, cookie);
+                if let Some(sid) = sid {
+                    w = put(w, s, conn::SESSION_ID, sid);
+                }
+            }
+        }
         if head {
             for (k, v) in [
-                (conn::COOKIE, 4242),
                 (conn::STATE, u64::from(conn_state::ESTABLISHED)),
                 (conn::LOCAL_PORT, 5000),
                 (conn::REMOTE_PORT, 5001),
@@ -628,7 +666,9 @@ mod tests {
         w.finish()
     }
 
-    /// A dump of one connection whose paths span two messages.
+    /// A dump of one connection whose paths span two messages, as an older
+    /// module sent it: the cookie in the first message only, so the second
+    /// joins it by session id.
     fn sample_dump() -> ConnDump {
         let m1 = conn_msg(
             7,
@@ -665,8 +705,8 @@ mod tests {
 
     #[test]
     fn torn_dump_is_detected() {
-        let m1 = conn_msg(7, 1, vec![], true);
-        let m2 = conn_msg(8, 2, vec![], true);
+        let m1 = conn_msg_ids(7, Ids::Old { sid: 1, cookie: 1 }, vec![], true);
+        let m2 = conn_msg_ids(8, Ids::Old { sid: 2, cookie: 2 }, vec![], true);
         let msgs = [m1, m2];
         let d = ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap()));
         let d = d.unwrap();
@@ -681,7 +721,145 @@ mod tests {
         let m = conn_msg(1, u64::MAX, vec![], false);
         let a = Attrs::parse(&m, conn::ATTRS).unwrap();
         let c = Conn::parse(&a).unwrap();
-        assert_eq!(c.session_id.to_string(), "ffffffffffffffff");
+        assert_eq!(c.session_id, Some(SessionId(u64::MAX)));
+        assert_eq!(conn_name(&c), "ffffffffffffffff");
+    }
+
+    /// A dump from the current module: connection 4242 over two messages,
+    /// then connection 4343 in one, with the session ids `sids` (`None`:
+    /// withheld from a reader without CAP_NET_ADMIN).
+    fn new_dump(sids: [Option<u64>; 2]) -> ConnDump {
+        let first = Ids::New {
+            cookie: 4242,
+            sid: sids[0],
+        };
+        let second = Ids::New {
+            cookie: 4343,
+            sid: sids[1],
+        };
+        let msgs = [
+            conn_msg_ids(
+                9,
+                first,
+                vec![
+                    path_attrs(0, path_state::ACTIVE, 0, Some(85_000)),
+                    path_attrs(1, path_state::SUSPECT, 1, Some(1_500_000)),
+                ],
+                true,
+            ),
+            conn_msg_ids(
+                9,
+                first,
+                vec![path_attrs(2, path_state::FAILED, 2, None)],
+                false,
+            ),
+            conn_msg_ids(
+                9,
+                second,
+                vec![path_attrs(0, path_state::ACTIVE, 0, Some(90_000))],
+                true,
+            ),
+        ];
+        ConnDump::assemble(msgs.iter().map(|m| Attrs::parse(m, conn::ATTRS).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn dump_without_session_ids_joins_by_cookie() {
+        let d = new_dump([None, None]);
+        assert!(d.consistent);
+        assert_eq!(d.generation, Some(9));
+        assert_eq!(d.connections.len(), 2);
+        let (a, b) = (&d.connections[0], &d.connections[1]);
+        assert_eq!((a.session_id, a.cookie), (None, Some(4242)));
+        assert_eq!((b.session_id, b.cookie), (None, Some(4343)));
+        assert_eq!(a.paths.iter().map(|p| p.id).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(a.state, "established");
+        assert_eq!(b.paths.len(), 1);
+
+        // With CAP_NET_ADMIN every message carries both.
+        let d = new_dump([Some(0x0123_4567_89ab_cdef), Some(0xfeed)]);
+        assert_eq!(d.connections.len(), 2);
+        let (a, b) = (&d.connections[0], &d.connections[1]);
+        assert_eq!(a.session_id, Some(SessionId(0x0123_4567_89ab_cdef)));
+        assert_eq!(a.paths.len(), 3);
+        assert_eq!(
+            (b.session_id, b.cookie),
+            (Some(SessionId(0xfeed)), Some(4343))
+        );
+    }
+
+    #[test]
+    fn conn_is_named_by_cookie_or_session_id() {
+        let only = |ids: &[(u16, u64)]| {
+            let mut w = AttrWriter::new().u32(conn::GENERATION, 1);
+            for (k, v) in ids {
+                w = w.uint(*k, *v);
+            }
+            let m = w.finish();
+            Conn::parse(&Attrs::parse(&m, conn::ATTRS).unwrap())
+        };
+        let c = only(&[(conn::COOKIE, 5)]).unwrap();
+        assert_eq!((c.session_id, c.cookie), (None, Some(5)));
+        assert_eq!(conn_name(&c), "cookie 5");
+        let c = only(&[(conn::SESSION_ID, 0xab)]).unwrap();
+        assert_eq!((c.session_id, c.cookie), (Some(SessionId(0xab)), None));
+        assert!(only(&[]).is_err());
+        let m = AttrWriter::new().u32(conn::GENERATION, 1).finish();
+        assert!(ConnDump::assemble([Attrs::parse(&m, conn::ATTRS).unwrap()]).is_err());
+    }
+
+    #[test]
+    fn unknown_session_ids_print_a_dash() {
+        let d = new_dump([None, None]);
+        let s = show(&d);
+        assert!(
+            s.starts_with(
+                "mrc: 2 connections, 4 paths: 2 active, 1 suspect, 1 failed\n\n\
+                 connection cookie 4242\n  state: established for 12.3s\n"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("\nconnection cookie 4343\n"), "{s}");
+        assert!(s.contains("\n  cookie: 4343\n"), "{s}");
+        assert_eq!(
+            conns(&d),
+            "\
+SESSION  STATE        FOR    LOCAL          REMOTE         PATHS  SRTT  TX        RX        CC
+-        established  12.3s  10.0.0.1:5000  10.0.0.2:5001  1/3    85us  1.50 GiB  2.00 MiB  delay
+-        established  12.3s  10.0.0.1:5000  10.0.0.2:5001  1/1    90us  1.50 GiB  2.00 MiB  delay
+"
+        );
+        let p = paths(&d);
+        assert_eq!(p.lines().count(), 5);
+        assert!(p.starts_with("SESSION  PATH  STATE"), "{p}");
+        assert!(p.lines().skip(1).all(|l| l.starts_with("-        ")), "{p}");
+
+        // Session ids, where shown, head the blocks and fill the column.
+        let d = new_dump([None, Some(0xfeed)]);
+        let s = show(&d);
+        assert!(s.contains("\nconnection cookie 4242\n"), "{s}");
+        assert!(s.contains("\nconnection 000000000000feed\n"), "{s}");
+        let c = conns(&d);
+        assert!(
+            c.lines().nth(1).unwrap().starts_with("-                 "),
+            "{c}"
+        );
+        assert!(
+            c.lines().nth(2).unwrap().starts_with("000000000000feed  "),
+            "{c}"
+        );
+    }
+
+    #[test]
+    fn json_omits_unknown_session_ids() {
+        let v = serde_json::to_value(new_dump([None, Some(0xfeed)])).unwrap();
+        let a = v["connections"][0].as_object().unwrap();
+        assert!(!a.contains_key("session_id"), "{a:?}");
+        assert_eq!(a["cookie"], 4242);
+        assert_eq!(a.len(), 14);
+        let b = &v["connections"][1];
+        assert_eq!(b["session_id"], "000000000000feed");
+        assert_eq!(b["cookie"], 4343);
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod spec;
 
 use attr::{AttrWriter, Attrs};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use model::{ConnDump, EndpointDump, Event, Params, SessionId, Snapshot, Stats};
+use model::{Conn, ConnDump, EndpointDump, Event, Params, SessionId, Snapshot, Stats};
 use nl::{Client, Error};
 use serde::Serialize;
 use std::ffi::{CStr, CString};
@@ -71,6 +71,17 @@ struct Select {
     /// Socket cookie of the connection.
     #[arg(long)]
     cookie: Option<u64>,
+}
+
+impl Select {
+    /// Whether `c` is the selected connection. Without CAP_NET_ADMIN the
+    /// kernel withholds session ids, so no connection matches a session id.
+    fn matches(&self, c: &Conn) -> bool {
+        match (self.session, self.cookie) {
+            (Some(s), _) => c.session_id == Some(s),
+            (None, k) => k.is_some() && c.cookie == k,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug, PartialEq)]
@@ -291,10 +302,21 @@ fn conn_dump(c: &mut Client, sel: &Select) -> Result<ConnDump, Failure> {
             // several messages; keep the selected connection.
             Err(e) if e.errno() == Some(libc::EMSGSIZE) => {
                 let mut all = dump_all(c)?;
-                all.connections.retain(|x| match (sel.session, sel.cookie) {
-                    (Some(s), _) => x.session_id == s,
-                    (None, k) => k.is_some() && x.cookie == k,
-                });
+                let ids_hidden = all.connections.iter().any(|x| x.session_id.is_none());
+                all.connections.retain(|x| sel.matches(x));
+                if all.connections.is_empty() && sel.session.is_some() && ids_hidden {
+                    // The request found it, but the dump does not say which
+                    // connection has that session id.
+                    return Err(Failure {
+                        msg: format!(
+                            "the connection with {} has more paths than one reply holds, and \
+                             the dump that splits them shows session ids only with \
+                             CAP_NET_ADMIN; select it with --cookie",
+                            what()
+                        ),
+                        status: 1,
+                    });
+                }
                 if all.connections.is_empty() {
                     return Err(Failure {
                         msg: format!("no connection with {}", what()),
@@ -595,6 +617,33 @@ mod tests {
         assert!(parse(&["paths", "ab", "--cookie", "42"]).is_err());
         assert!(parse(&["show", "xyz"]).is_err());
         assert!(parse(&["show", "11112222333344445"]).is_err());
+    }
+
+    #[test]
+    fn selection_without_session_ids() {
+        let by_sid = Select {
+            session: Some(SessionId(7)),
+            cookie: None,
+        };
+        let by_cookie = Select {
+            session: None,
+            cookie: Some(42),
+        };
+        // As an unprivileged reader sees it: no session id.
+        let hidden = Conn {
+            cookie: Some(42),
+            ..Conn::default()
+        };
+        assert!(!by_sid.matches(&hidden));
+        assert!(by_cookie.matches(&hidden));
+        assert!(!Select::default().matches(&hidden));
+        let shown = Conn {
+            session_id: Some(SessionId(7)),
+            cookie: Some(43),
+            ..Conn::default()
+        };
+        assert!(by_sid.matches(&shown));
+        assert!(!by_cookie.matches(&shown));
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! These structs are also the `--json` output: their field names are a stable
 //! interface, documented in README.md and pinned by the tests of
-//! `format.rs`. Attributes the kernel did not send are `None` (JSON `null`).
+//! `format.rs`. Attributes the kernel did not send are `None` (JSON `null`),
+//! except a connection's `session_id`, which is left out of the JSON when the
+//! kernel withholds it (from readers without CAP_NET_ADMIN).
 
 use crate::attr::AttrTable;
 use crate::attr::Attrs;
@@ -185,7 +187,10 @@ impl Path {
 /// One connection with its paths.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Conn {
-    pub session_id: SessionId,
+    /// Shown only to readers with CAP_NET_ADMIN: whoever knows it can aim
+    /// packets at the connection. Absent from the JSON when not shown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<SessionId>,
     pub cookie: Option<u64>,
     pub state: String,
     pub local_addr: Option<IpAddr>,
@@ -207,12 +212,22 @@ pub struct Conn {
 
 impl Conn {
     /// Decodes a `conn` message; a continuation message carries only
-    /// `session-id` and paths, so the other fields may be `None`.
+    /// `cookie`, `session-id` (if shown) and paths, so the other fields may
+    /// be `None`. An older module sent `session-id` in every message and
+    /// `cookie` in the first only. A message must name its connection by
+    /// one of the two.
     pub fn parse(a: &Attrs<'_>) -> Result<Self, DecodeError> {
         let state = a.u32(conn::STATE)?;
+        let session_id = a.uint(conn::SESSION_ID)?.map(SessionId);
+        let cookie = a.uint(conn::COOKIE)?;
+        if session_id.is_none() && cookie.is_none() {
+            return Err(DecodeError::from(
+                "connection without attribute 'cookie' or 'session-id'",
+            ));
+        }
         Ok(Conn {
-            session_id: SessionId(a.required(conn::SESSION_ID, a.uint(conn::SESSION_ID)?)?),
-            cookie: a.uint(conn::COOKIE)?,
+            session_id,
+            cookie,
             state: state.map_or_else(String::new, |s| output_name(conn_state::ENTRIES, s)),
             local_addr: a.addr(conn::LOCAL_ADDR)?,
             local_port: a.u16(conn::LOCAL_PORT)?,
@@ -231,6 +246,16 @@ impl Conn {
                 .map(Path::parse)
                 .collect::<Result<_, _>>()?,
         })
+    }
+
+    /// Whether `next`, the following message of a dump, continues this
+    /// connection: the same cookie, or, when either message lacks one (an
+    /// older module sent it in the first message only), the same session id.
+    pub fn continued_by(&self, next: &Conn) -> bool {
+        match (self.cookie, next.cookie) {
+            (Some(a), Some(b)) => a == b,
+            _ => self.session_id.is_some() && self.session_id == next.session_id,
+        }
     }
 
     /// Returns the number of paths in the active state.
@@ -320,7 +345,8 @@ pub struct ConnDump {
 
 impl ConnDump {
     /// Assembles the messages of a `conn-get` dump: checks the generation
-    /// and joins a connection continued over consecutive messages.
+    /// and joins a connection continued over consecutive messages (see
+    /// [`Conn::continued_by`]).
     pub fn assemble<'a>(msgs: impl IntoIterator<Item = Attrs<'a>>) -> Result<ConnDump, DumpError> {
         let mut gens = Generations::default();
         let mut connections: Vec<Conn> = Vec::new();
@@ -328,7 +354,11 @@ impl ConnDump {
             gens.see(a.u32(conn::GENERATION)?);
             let c = Conn::parse(&a)?;
             match connections.last_mut() {
-                Some(last) if last.session_id == c.session_id => last.paths.extend(c.paths),
+                Some(last) if last.continued_by(&c) => {
+                    last.session_id = last.session_id.or(c.session_id);
+                    last.cookie = last.cookie.or(c.cookie);
+                    last.paths.extend(c.paths);
+                }
                 _ => connections.push(c),
             }
         }

@@ -47,6 +47,9 @@ pub enum Error {
         /// Extended acknowledgement: message and the attribute it names.
         extack: Option<String>,
     },
+    /// Joining the events group was refused (`EPERM`): it needs
+    /// CAP_NET_ADMIN, as events carry session ids.
+    EventsDenied,
     /// The socket failed.
     Io(&'static str, io::Error),
     /// A reply did not decode.
@@ -86,6 +89,13 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
+            Error::EventsDenied => write!(
+                f,
+                "monitor: permission denied joining the '{}' multicast group: events carry \
+                 session ids, so monitoring needs CAP_NET_ADMIN in the network namespace \
+                 (run as root)",
+                spec::MCGRP_EVENTS
+            ),
             Error::Io(what, e) => write!(f, "netlink {what}: {e}"),
             Error::Decode(e) => write!(f, "malformed reply: {e}"),
         }
@@ -401,12 +411,20 @@ impl Client {
         let mut sock = Socket::new(NETLINK_GENERIC).map_err(|e| Error::Io("socket", e))?;
         sock.bind_auto().map_err(|e| Error::Io("bind", e))?;
         grow_rcvbuf(&sock);
-        sock.add_membership(group)
-            .map_err(|e| Error::Io("subscribe", e))?;
+        sock.add_membership(group).map_err(membership_error)?;
         Ok(Events {
             sock,
             family: self.family,
         })
+    }
+}
+
+/// Maps a failure to join the events group to an error: the kernel refuses
+/// a reader without CAP_NET_ADMIN with `EPERM`.
+fn membership_error(e: io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EPERM | libc::EACCES) => Error::EventsDenied,
+        _ => Error::Io("subscribe", e),
     }
 }
 
@@ -625,5 +643,19 @@ mod tests {
             extack: None,
         };
         assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
+    }
+
+    #[test]
+    fn events_denied_message_names_the_capability() {
+        let e = membership_error(io::Error::from_raw_os_error(libc::EPERM));
+        assert_eq!(
+            e.to_string(),
+            "monitor: permission denied joining the 'events' multicast group: events carry \
+             session ids, so monitoring needs CAP_NET_ADMIN in the network namespace \
+             (run as root)"
+        );
+        // Other failures keep the socket's own text.
+        let e = membership_error(io::Error::from_raw_os_error(libc::ENOMEM));
+        assert!(matches!(e, Error::Io("subscribe", _)), "{e}");
     }
 }
