@@ -40,6 +40,33 @@ static bool gso;
 module_param(gso, bool, 0644);
 MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default N)");
 
+/*
+ * Receive memory: the truesize of every packet MRC sockets hold (out of
+ * order, parts of messages, messages not yet read), charged to the socket's
+ * sk_rmem_alloc and to the total of all MRC sockets, like UDP's udp_mem.
+ */
+static atomic_long_t mrc_rmem_total = ATOMIC_LONG_INIT(0);
+static unsigned long mrc_rmem_auto;
+static unsigned long rmem_max;
+module_param(rmem_max, ulong, 0644);
+MODULE_PARM_DESC(rmem_max, "Bytes of received packets all MRC sockets together may hold (default 0: an eighth of the memory free at load)");
+
+static uint rst_rate = 1000;
+module_param(rst_rate, uint, 0644);
+MODULE_PARM_DESC(rst_rate, "RSTs per second a namespace sends in answer to packets for unknown sessions (default 1000, as icmp_msgs_per_sec)");
+
+static uint rst_burst = 50;
+module_param(rst_burst, uint, 0644);
+MODULE_PARM_DESC(rst_burst, "RSTs for unknown sessions a namespace may send back to back (default 50, as icmp_msgs_burst)");
+
+static uint fin_timeout_ms = 60000;
+module_param(fin_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(fin_timeout_ms, "How long a closed socket's connection waits for the peer to finish the close before it resets it (default 60000, as tcp_fin_timeout; read when a connection opens)");
+
+static uint max_orphans = 1024;
+module_param(max_orphans, uint, 0644);
+MODULE_PARM_DESC(max_orphans, "Connections of closed sockets that may finish in the background at once; more are reset at close (default 1024, as tcp_max_orphans)");
+
 /* socket(AF_MRC, ...) loads the module on demand. */
 MODULE_ALIAS_NETPROTO(MRC_DEFAULT_FAMILY);
 
@@ -47,6 +74,50 @@ int mrc_param_family(void) { return family; }
 u16 mrc_param_port(void) { return port; }
 bool mrc_param_pacing(void) { return READ_ONCE(pacing); }
 bool mrc_param_gso(void) { return READ_ONCE(gso); }
+u32 mrc_param_rst_rate(void) { return READ_ONCE(rst_rate); }
+u32 mrc_param_fin_timeout_ms(void) { return READ_ONCE(fin_timeout_ms); }
+u32 mrc_param_max_orphans(void) { return READ_ONCE(max_orphans); }
+u32 mrc_param_rst_burst(void) { return READ_ONCE(rst_burst); }
+
+void mrc_rmem_init(void) { mrc_rmem_auto = (nr_free_buffer_pages() / 8) << PAGE_SHIFT; }
+unsigned long mrc_rmem_limit(void) { return READ_ONCE(rmem_max) ?: mrc_rmem_auto; }
+long mrc_rmem_total_read(void) { return atomic_long_read(&mrc_rmem_total); }
+int mrc_sk_rmem_alloc(const struct sock *sk) { return atomic_read(&sk->sk_rmem_alloc); }
+u32 mrc_skb_truesize(const struct sk_buff *skb) { return skb->truesize; }
+
+/* SO_RCVBUF and SO_SNDBUF of @parent, and whether the user set them. */
+void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent)
+{
+	WRITE_ONCE(sk->sk_rcvbuf, READ_ONCE(parent->sk_rcvbuf));
+	WRITE_ONCE(sk->sk_sndbuf, READ_ONCE(parent->sk_sndbuf));
+	sk->sk_userlocks |= parent->sk_userlocks & (SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK);
+}
+
+static void mrc_rfree(struct sk_buff *skb)
+{
+	atomic_sub(skb->truesize, &skb->sk->sk_rmem_alloc);
+	atomic_long_sub(skb->truesize, &mrc_rmem_total);
+}
+
+/*
+ * Detaches @skb from the socket, route and connection tracking it came with
+ * (as mrc_skb_clean()), then charges it to @sk's receive memory and to the
+ * total of all MRC sockets until it is freed, as skb_set_owner_r() does for
+ * the socket alone. False, with nothing charged, if the total would go over
+ * its limit. The packet's data is not touched.
+ */
+bool mrc_skb_charge_rx(struct sk_buff *skb, struct sock *sk)
+{
+	mrc_skb_clean(skb);
+	if (atomic_long_add_return(skb->truesize, &mrc_rmem_total) > mrc_rmem_limit()) {
+		atomic_long_sub(skb->truesize, &mrc_rmem_total);
+		return false;
+	}
+	skb->sk = sk;
+	skb->destructor = mrc_rfree;
+	atomic_add(skb->truesize, &sk->sk_rmem_alloc);
+	return true;
+}
 
 void *mrc_net_generic(const struct net *net, unsigned int id) { return net_generic(net, id); }
 struct net *mrc_sock_net(const struct sock *sk) { return sock_net(sk); }
@@ -104,6 +175,8 @@ void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start) { nla_nest_end(
 struct net *mrc_genl_info_net(const struct genl_info *info) { return genl_info_net(info); }
 struct net *mrc_genl_dump_net(const struct netlink_callback *cb) { return sock_net(cb->skb->sk); }
 u32 mrc_genl_dump_portid(const struct netlink_callback *cb) { return NETLINK_CB(cb->skb).portid; }
+bool mrc_genl_dump_net_admin(const struct netlink_callback *cb) { return netlink_net_capable(cb->skb, CAP_NET_ADMIN); }
+bool mrc_netlink_net_admin(const struct sk_buff *skb) { return netlink_net_capable(skb, CAP_NET_ADMIN); }
 void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr) { genl_dump_check_consistent(cb, hdr); }
 void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr) { genlmsg_cancel(skb, hdr); }
 void mrc_spin_lock_bh(spinlock_t *lock) { spin_lock_bh(lock); }

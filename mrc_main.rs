@@ -16,6 +16,7 @@ use kernel::{c_str, prelude::*};
 // `tools/mrc-core`, where they are tested.
 pub mod mrc_cc;
 pub mod mrc_conn;
+pub mod mrc_limit;
 pub mod mrc_path;
 pub mod mrc_proto;
 

@@ -25,21 +25,24 @@ use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, ConnConfig, DropReason as ConnDrop};
 
 /// Reasons a connection ignores a packet, in `/proc/net/mrc` order.
-const CONN_DROPS: [ConnDrop; 6] = [
+const CONN_DROPS: [ConnDrop; 8] = [
     ConnDrop::WrongSession,
     ConnDrop::BadState,
     ConnDrop::Duplicate,
     ConnDrop::OutOfWindow,
     ConnDrop::NoBuffer,
     ConnDrop::Invalid,
+    ConnDrop::BadRst,
+    ConnDrop::BadProbe,
 ];
+use crate::mrc_limit::TokenBucket;
 use crate::mrc_path::PathConfig;
 use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
     Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain,
-    TxDest, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
+    TxDest, UdpAddrs, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -73,6 +76,13 @@ enum RxDrop {
     NoSession,
     /// The packet could not be made linear (memory pressure).
     NoMemory,
+    /// A packet for a connection from an address that is none of its
+    /// peer's.
+    WrongSource,
+    /// DATA over the receive memory of its socket.
+    RcvBuf,
+    /// DATA over the receive memory of all MRC sockets (`rmem_max`).
+    RmemMax,
 }
 
 /// Receive counters of one namespace.
@@ -82,6 +92,9 @@ struct Stats {
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
+    drop_wrong_source: AtomicU64,
+    drop_rcvbuf: AtomicU64,
+    drop_rmem_max: AtomicU64,
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
@@ -93,6 +106,10 @@ struct Stats {
     conns_opened: AtomicU64,
     /// Connections closed with an error.
     conns_failed: AtomicU64,
+    /// Connections of closed sockets reset after `fin_timeout_ms`.
+    orphan_timeouts: AtomicU64,
+    /// Connections reset at close: `max_orphans` were finishing already.
+    orphans_refused: AtomicU64,
     /// Packets sent by connections, by type (`PacketType::index`).
     tx_by_type: [AtomicU64; PacketType::COUNT],
     tx_packets: AtomicU64,
@@ -100,6 +117,8 @@ struct Stats {
     tx_gso: AtomicU64,
     tx_bytes: AtomicU64,
     tx_rst: AtomicU64,
+    /// RSTs for unknown sessions not sent: over the rate limit.
+    tx_rst_limited: AtomicU64,
     tx_errors: AtomicU64,
 }
 
@@ -111,6 +130,9 @@ impl Stats {
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
+            drop_wrong_source: AtomicU64::new(0),
+            drop_rcvbuf: AtomicU64::new(0),
+            drop_rmem_max: AtomicU64::new(0),
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
@@ -118,11 +140,14 @@ impl Stats {
             ecn_echoes: AtomicU64::new(0),
             conns_opened: AtomicU64::new(0),
             conns_failed: AtomicU64::new(0),
+            orphan_timeouts: AtomicU64::new(0),
+            orphans_refused: AtomicU64::new(0),
             tx_by_type: [const { AtomicU64::new(0) }; PacketType::COUNT],
             tx_packets: AtomicU64::new(0),
             tx_gso: AtomicU64::new(0),
             tx_bytes: AtomicU64::new(0),
             tx_rst: AtomicU64::new(0),
+            tx_rst_limited: AtomicU64::new(0),
             tx_errors: AtomicU64::new(0),
         }
     }
@@ -132,6 +157,9 @@ impl Stats {
             RxDrop::Decode(e) => self.drop_decode.get(e.index()),
             RxDrop::NoSession => Some(&self.drop_no_session),
             RxDrop::NoMemory => Some(&self.drop_no_memory),
+            RxDrop::WrongSource => Some(&self.drop_wrong_source),
+            RxDrop::RcvBuf => Some(&self.drop_rcvbuf),
+            RxDrop::RmemMax => Some(&self.drop_rmem_max),
         };
         if let Some(c) = counter {
             c.fetch_add(1, Ordering::Relaxed);
@@ -307,6 +335,9 @@ pub(crate) struct MrcNet {
     endpoints: Mutex<Endpoints>,
     #[pin]
     socks: SpinLockBh<SockTable>,
+    /// Bounds the RSTs answering packets of unknown sessions.
+    #[pin]
+    rst_limit: SpinLockBh<TokenBucket>,
     /// Shared liveness of the network paths to peers.
     peers: Arc<PeerPaths>,
     stats: Stats,
@@ -339,6 +370,10 @@ impl PernetState for MrcNet {
                     generation: 1,
                 },
                 "mrc_net_socks"
+            ),
+            rst_limit <- new_spinlock_bh!(
+                TokenBucket::new(TokenBucket::RST_RATE, TokenBucket::RST_BURST),
+                "mrc_net_rst_limit"
             ),
             peers: Arc::pin_init(
                 pin_init!(PeerPaths {
@@ -438,7 +473,9 @@ impl EncapHandler for MrcNet {
                 Body::Syn(hs) => Some((hs.dst_port, pkt.header)),
                 _ => {
                     self.stats.count_drop(RxDrop::NoSession);
-                    self.reply_rst(&skb, &pkt.header);
+                    if let Some(a) = skb.udp_addrs() {
+                        self.reply_rst(&a, &pkt.header);
+                    }
                     return;
                 }
             },
@@ -452,7 +489,9 @@ impl EncapHandler for MrcNet {
                 }
                 None => {
                     self.stats.count_drop(RxDrop::NoSession);
-                    self.reply_rst(&skb, &header);
+                    if let Some(a) = skb.udp_addrs() {
+                        self.reply_rst(&a, &header);
+                    }
                 }
             }
         }
@@ -464,6 +503,22 @@ impl MrcNet {
     /// Counts a packet that failed to decode on a connection.
     pub(crate) fn count_decode_drop(&self, e: DecodeError) {
         self.stats.count_drop(RxDrop::Decode(e));
+    }
+
+    /// Counts a packet for a connection that came from an address that is
+    /// none of its peer's.
+    pub(crate) fn count_wrong_source(&self) {
+        self.stats.count_drop(RxDrop::WrongSource);
+    }
+
+    /// Counts a DATA packet dropped for want of receive memory: its
+    /// socket's, or (`global`) that of all MRC sockets.
+    pub(crate) fn count_rx_no_room(&self, global: bool) {
+        self.stats.count_drop(if global {
+            RxDrop::RmemMax
+        } else {
+            RxDrop::RcvBuf
+        });
     }
 
     /// Counts a well-formed packet its connection ignored.
@@ -537,6 +592,16 @@ impl MrcNet {
         self.stats.conns_failed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a closed socket's connection reset after `fin_timeout_ms`.
+    pub(crate) fn count_orphan_timeout(&self) {
+        self.stats.orphan_timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection reset at close for want of an orphan slot.
+    pub(crate) fn count_orphan_refused(&self) {
+        self.stats.orphans_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Returns the tunables of a new connection.
     pub(crate) fn conn_config(&self, rcvbuf: u32, sndbuf: u32, mtu: u32) -> ConnConfig {
         let p = &self.params;
@@ -560,6 +625,9 @@ impl MrcNet {
         cfg.path.probe_timeout_min_ns = cfg.path.probe_timeout_min_ns.max(PROBE_TIMEOUT_MIN_NS);
         cfg.path.mss = mtu.saturating_sub(HEADER_LEN as u32);
         cfg.user_timeout_ns = u64::from(p.user_timeout_ms.load(Ordering::Relaxed)) * 1_000_000;
+        cfg.fin_timeout_ns = u64::from(mrc_sys::param_fin_timeout_ms()) * 1_000_000;
+        // Probe answers must echo nonces nobody else can predict.
+        cfg.nonce_key = [mrc_sys::random_u64(), mrc_sys::random_u64()];
         cfg
     }
 
@@ -824,15 +892,25 @@ impl MrcNet {
 impl MrcNet {
     /// Answers a packet for a session that does not exist with an RST, so a
     /// peer that lost its state (or connects to nobody) learns it at once.
-    fn reply_rst(&self, skb: &SkBuff, header: &Header) {
+    pub(crate) fn reply_rst(&self, addrs: &UdpAddrs, header: &Header) {
         let mut buf = [0u8; HEADER_LEN];
-        let (Some(addrs), Some(len)) = (skb.udp_addrs(), mrc_conn::reply_rst(header, &mut buf))
-        else {
+        let Some(len) = mrc_conn::reply_rst(header, &mut buf) else {
             return;
         };
         let (Some(t), Some(pkt)) = (self.tunnel(&addrs.src), buf.get(..len)) else {
             return;
         };
+        // The source may be forged: answer no faster than ICMP errors are.
+        let allowed = {
+            let mut bucket = self.rst_limit.lock();
+            let (rate, burst) = mrc_sys::param_rst_limit();
+            bucket.configure(rate, burst);
+            bucket.allow(mrc_sys::now_ns())
+        };
+        if !allowed {
+            self.stats.tx_rst_limited.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let sent = t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt);
         if sent.is_ok() {
             self.stats.tx_rst.fetch_add(1, Ordering::Relaxed);
@@ -858,6 +936,9 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
         writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))?;
+        writeln!(out, "drop_wrong_source {}", get(&s.drop_wrong_source))?;
+        writeln!(out, "drop_rcvbuf {}", get(&s.drop_rcvbuf))?;
+        writeln!(out, "drop_rmem_max {}", get(&s.drop_rmem_max))?;
         for (why, c) in CONN_DROPS.iter().zip(s.drop_conn.iter()) {
             writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
         }
@@ -865,8 +946,15 @@ impl ProcShow for MrcNet {
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
         writeln!(out, "conns_failed {}", get(&s.conns_failed))?;
+        writeln!(out, "orphan_timeouts {}", get(&s.orphan_timeouts))?;
+        writeln!(out, "orphans_refused {}", get(&s.orphans_refused))?;
         writeln!(out, "peer_paths {}", self.peer_paths())?;
+        // Module-wide, whatever the namespace.
+        writeln!(out, "rmem_total {}", mrc_sys::rmem_total())?;
+        writeln!(out, "rmem_max {}", mrc_sys::rmem_limit())?;
+        writeln!(out, "orphans {}", mrc_sock::orphans())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
+        writeln!(out, "tx_rst_limited {}", get(&s.tx_rst_limited))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
         writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;
@@ -1157,6 +1245,7 @@ pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
         ConnCursor::At(k, path) => (Some(k), Some((k, path))),
         ConnCursor::End => return Ok(()),
     };
+    let admin = dump.net_admin();
     loop {
         let (batch, generation) = net.sessions_from(start, DUMP_BATCH)?;
         dump.set_generation(generation);
@@ -1172,7 +1261,7 @@ pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
             };
             let mut next = None;
             let added = dump.entry(nl::MRC_CMD_CONN_GET, |m| {
-                next = mrc_sock::fill_conn(sk, m, generation, path, path == 0)?;
+                next = mrc_sock::fill_conn(sk, m, generation, path, path == 0, admin)?;
                 Ok(())
             });
             let stop_at = match added {
@@ -1235,7 +1324,7 @@ pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
         return Err(ENOENT);
     };
     info.reply(nl::MRC_CMD_CONN_GET, |m| {
-        match mrc_sock::fill_conn(&sk, m, generation, 0, true)? {
+        match mrc_sock::fill_conn(&sk, m, generation, 0, true, info.net_admin())? {
             None => Ok(()),
             // Too many paths for one message; a dump splits them.
             Some(_) => {

@@ -41,12 +41,15 @@
 //! Only complete messages are ever in the receive queue.
 
 use core::mem::MaybeUninit;
+use core::sync::atomic::{AtomicU32, Ordering};
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{
-    self, Conn, ConnConfig, ConnStats, Event, Input, SendLimit, State, Transmit, MSG_QUEUE, WINDOW,
+    self, Conn, ConnConfig, ConnStats, DropReason, Event, Input, SendLimit, State, Transmit,
+    MSG_QUEUE, WINDOW,
 };
+use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
@@ -76,11 +79,6 @@ fn dgram_for(mtu: u32) -> u32 {
 
 /// Largest message (`MRC_MAX_MSG`).
 const MAX_MSG: u32 = mrc_sys::MRC_MAX_MSG;
-
-/// Smallest send and receive buffers a connection uses: room for two whole
-/// messages, so that large messages stream instead of trickling through a
-/// window that cannot hold them.
-const MIN_BUF: u32 = 2 * MAX_MSG + (1 << 20);
 
 /// Most datagrams one run of the core sends; the rest follow from the timer,
 /// so that no single input or timer keeps a CPU in softirq for long.
@@ -244,6 +242,9 @@ struct Inner {
     parent: Option<SockRef>,
     /// No user holds the socket (closed, or never accepted).
     orphan: bool,
+    /// The socket was closed with its connection left to finish, in one of
+    /// the `max_orphans` slots (given back by [`destroy`]).
+    orphan_slot: bool,
     /// [`destroy`] ran: nothing may arm the timer or queue work any more.
     dead: bool,
     /// The peer has closed its direction and every message of it was queued.
@@ -326,6 +327,7 @@ impl MrcSock {
                     sid: None,
                     parent: None,
                     orphan: false,
+                    orphan_slot: false,
                     dead: false,
                     peer_fin: false,
                     rd_shut: false,
@@ -451,6 +453,13 @@ impl Session {
             *st = PathState::Active;
         }
         Ok(self.peers.get_mut(idx).and_then(|p| p.take()))
+    }
+
+    /// Whether `ip` is an address of the peer: the far end of one of the
+    /// connection's paths or an endpoint the peer announced.
+    fn is_peer_addr(&self, ip: &IpAddr) -> bool {
+        self.paths.iter().flatten().any(|p| p.remote == *ip)
+            || self.conn.peer_endpoints().any(|ep| ep_ip(&ep) == *ip)
     }
 
     /// A packet of the peer arrived on the path with this wire id: tells
@@ -758,6 +767,9 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     if e.is_some() {
                         net.count_conn_failed();
                     }
+                    if s.conn.stats().orphan_timeouts > 0 {
+                        net.count_orphan_timeout();
+                    }
                     sk.notify(nl::MRC_CMD_CONN_CLOSED, |m| {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, errno)
                     });
@@ -900,14 +912,38 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
     if pkt.header.flags.ece() && matches!(pkt.body, Body::Ack(_)) {
         net.count_ecn_echo();
     }
+    let addrs = skb.udp_addrs();
+    let src = addrs.map(|a| a.src);
+    let mut answer_rst = None;
     let after = {
         let mut inner = sk.state().inner.lock();
         if inner.dead {
             return;
         }
+        let handshake_peer = inner.peer.map(|p| p.ip);
         let Some(s) = inner.sess.as_deref_mut() else {
             return;
         };
+        // The session id travels in clear text: whoever learnt it must still
+        // send from one of the peer's addresses to reach the connection.
+        if !src.is_some_and(|ip| handshake_peer == Some(ip) || s.is_peer_addr(&ip)) {
+            net.count_wrong_source();
+            return;
+        }
+        // Payload is charged at its real size before the connection takes
+        // (and acknowledges) it.
+        if let Body::Data(_) = pkt.body {
+            let limit = sk.rcvbuf();
+            let in_order = pkt.header.seq == s.conn.rcv_nxt();
+            if !mrc_limit::admit_rx(sk.rmem_alloc(), skb.truesize(), limit, in_order) {
+                net.count_rx_no_room(false);
+                return;
+            }
+            if !skb.charge_rx(sk) {
+                net.count_rx_no_room(true);
+                return;
+            }
+        }
         s.heard_on(pkt.header.path_id, now);
         let res = s.conn.handle_packet_ecn(now, &pkt, ce);
         match res {
@@ -917,20 +953,32 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
                 if ce {
                     net.count_ecn_ce();
                 }
-                // Keep only the payload.
+                // Keep only the payload; the packet was cleaned and charged
+                // above.
                 if skb.pull_front(total - payload_len) {
-                    skb.clean();
                     if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
                         *slot = Some(skb);
                     }
                 }
             }
-            Input::Dropped(why) => net.count_conn_drop(why),
+            Input::Dropped(why) => {
+                net.count_conn_drop(why);
+                // A connection that is over but not yet unregistered answers
+                // as one that is gone, which completes an abort the peer
+                // challenged (RFC 5961): its RST then carries the sequence
+                // number the peer's ACK asked for.
+                if why == DropReason::BadState && matches!(s.conn.state(), State::Closed(_)) {
+                    answer_rst = Some(pkt.header);
+                }
+            }
             Input::Consumed => {}
         }
         drive(sk, net, &mut inner, now)
     };
     settle(sk, net, after);
+    if let (Some(h), Some(a)) = (answer_rst, addrs) {
+        net.reply_rst(&a, &h);
+    }
 }
 
 /// The socket's timer fired (softirq).
@@ -1015,8 +1063,8 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
     // The reply goes back the way the SYN came: size datagrams for that route.
     let mtu = net.source_for(addrs.src).map_or(0, |(_, m)| m);
     let mut cfg = net.conn_config(
-        child.rcvbuf().max(MIN_BUF),
-        child.sndbuf().max(MIN_BUF),
+        window_of(child.rcvbuf()),
+        window_of(child.sndbuf()),
         dgram_for(mtu),
     );
     let opts = listener.state().inner.lock().opts;
@@ -1029,6 +1077,8 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
     for (d, e) in list.iter_mut().zip(offered.iter().flatten()) {
         *d = *e;
     }
+    sess.conn
+        .set_handshake_peer(endpoint(addrs.src, addrs.sport, false));
     sess.conn
         .accept(
             now,
@@ -1065,6 +1115,10 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
 /// A connection created by `listener` completed its handshake: queue it for
 /// `accept`, or abort it if the listener is gone or full.
 fn hand_to_listener(listener: &Sock, child: &Sock) {
+    // The child stops being an orphan before `accept` can see it: an
+    // `accept` and `close` racing with this would otherwise orphan it
+    // again first, and the late clear below would leave it owned by nobody.
+    with_conn(child, |inner, _| inner.orphan = false);
     let queued = {
         let mut l = listener.state().inner.lock();
         l.children = l.children.saturating_sub(1);
@@ -1081,15 +1135,25 @@ fn hand_to_listener(listener: &Sock, child: &Sock) {
         }
     };
     if queued {
-        with_conn(child, |inner, _| inner.orphan = false);
         listener.data_ready();
     } else {
         with_conn(child, |inner, now| {
+            inner.orphan = true;
             if let Some(s) = inner.sess.as_deref_mut() {
                 s.conn.abort(now);
             }
         });
     }
+}
+
+/// The window (or send buffer) a connection takes from a socket buffer size:
+/// half of it, the other half being the packets' overhead, which receive
+/// memory is charged for (`sk_rmem_alloc` may reach the whole buffer).
+///
+/// Below twice the largest message, large messages no longer stream: they
+/// go through the window a part at a time. That is the user's choice.
+fn window_of(buf: u32) -> u32 {
+    (buf / 2).max(1)
 }
 
 /// Identity of a connection's first path, the one of the handshake.
@@ -1150,6 +1214,24 @@ fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
     }
 }
 
+/// Connections of closed sockets still finishing, in all namespaces.
+static ORPHANS: AtomicU32 = AtomicU32::new(0);
+
+/// Takes one of the `max_orphans` slots; `false` if none is free.
+fn take_orphan_slot() -> bool {
+    let max = mrc_sys::param_max_orphans();
+    ORPHANS
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < max).then_some(n + 1)
+        })
+        .is_ok()
+}
+
+/// Connections of closed sockets still finishing, in all namespaces.
+pub(crate) fn orphans() -> u32 {
+    ORPHANS.load(Ordering::Relaxed)
+}
+
 /// Unregisters a connection and frees its buffers (process context, socket
 /// lock held or the socket unreachable by users). Idempotent.
 fn destroy(sk: &Sock) {
@@ -1159,6 +1241,9 @@ fn destroy(sk: &Sock) {
             return;
         }
         inner.dead = true;
+        if core::mem::take(&mut inner.orphan_slot) {
+            ORPHANS.fetch_sub(1, Ordering::Relaxed);
+        }
         (inner.sid.take(), inner.sess.take())
     };
     // `dead` keeps the timer from being armed again; wait for a running one.
@@ -1287,8 +1372,8 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
         oif: 0,
     };
     let mut cfg = net.conn_config(
-        sk.rcvbuf().max(MIN_BUF),
-        sk.sndbuf().max(MIN_BUF),
+        window_of(sk.rcvbuf()),
+        window_of(sk.sndbuf()),
         dgram_for(mtu),
     );
     sk.state().inner.lock().opts.apply(&mut cfg);
@@ -1319,6 +1404,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
             l.ip = src;
         }
         inner.mode = Mode::Connecting;
+        sess.conn.set_handshake_peer(endpoint(addr.ip, 0, false));
         let r = sess.conn.connect(
             now,
             sid,
@@ -1643,15 +1729,23 @@ pub(crate) fn release(sk: &Sock) {
         Mode::Connected | Mode::Connecting => {
             let unread = sk.queue_len() > 0;
             let linger = sk.linger();
+            // Finishing in the background takes an orphan slot; without one
+            // the connection is reset at once, as TCP does past
+            // tcp_max_orphans.
+            let slot = linger != Some(0) && take_orphan_slot();
+            if linger != Some(0) && !slot {
+                net.count_orphan_refused();
+            }
             with_conn(sk, |inner, now| {
                 inner.wr_shut = true;
                 inner.rd_shut = true;
                 inner.closed = true;
+                inner.orphan_slot = slot;
                 if let Some(s) = inner.sess.as_deref_mut() {
-                    if linger == Some(0) {
-                        s.conn.abort(now);
-                    } else {
+                    if slot {
                         s.conn.release(now, unread);
+                    } else {
+                        s.conn.abort(now);
                     }
                 }
             });
@@ -1744,12 +1838,17 @@ pub(crate) fn ids(sk: &Sock) -> Option<(u64, u64)> {
 /// Writes a connection for `conn-get`: with `head`, the connection's own
 /// attributes, then its paths from index `from` on. Returns `Some(i)` when
 /// path `i` did not fit (the caller continues it in another message).
+///
+/// The session id goes only to a reader with `show_sid`: whoever knows it
+/// can aim packets at the connection, so it is for the namespace's
+/// administrator, as TCP's sequence numbers are for nobody.
 pub(crate) fn fill_conn(
     sk: &Sock,
     m: &mut GenlMsg,
     generation: u32,
     from: usize,
     head: bool,
+    show_sid: bool,
 ) -> Result<Option<usize>> {
     let now = mrc_sys::now_ns();
     let inner = sk.state().inner.lock();
@@ -1757,9 +1856,12 @@ pub(crate) fn fill_conn(
         return Err(ENOENT);
     };
     m.put_u32(nl::MRC_A_CONN_GENERATION, generation)?;
-    m.put_uint(nl::MRC_A_CONN_SESSION_ID, s.conn.session_id())?;
+    // Every message names its connection, continuations too.
+    m.put_uint(nl::MRC_A_CONN_COOKIE, sk.cookie())?;
+    if show_sid {
+        m.put_uint(nl::MRC_A_CONN_SESSION_ID, s.conn.session_id())?;
+    }
     if head {
-        m.put_uint(nl::MRC_A_CONN_COOKIE, sk.cookie())?;
         m.put_u32(nl::MRC_A_CONN_STATE, conn_state(s.conn.state()))?;
         if let Some(l) = &inner.local {
             m.put_ip(nl::MRC_A_CONN_LOCAL_ADDR, &l.ip)?;
@@ -1859,6 +1961,11 @@ fn put_counters(m: &mut GenlMsg, c: &ConnStats) -> Result {
             (nl::MRC_A_CONN_COUNTERS_RCV_DROPPED, c.rcv_dropped),
             (nl::MRC_A_CONN_COUNTERS_ACKS_SENT, c.acks_sent),
             (nl::MRC_A_CONN_COUNTERS_ACKS_RECEIVED, c.acks_received),
+            (nl::MRC_A_CONN_COUNTERS_CHALLENGE_ACKS, c.challenge_acks),
+            (
+                nl::MRC_A_CONN_COUNTERS_ENDPOINTS_REFUSED,
+                c.endpoints_refused,
+            ),
         ] {
             m.put_uint(attr, v)?;
         }

@@ -115,6 +115,13 @@ pub(crate) mod err {
 /// Largest message (`MRC_MAX_MSG` of the uapi header).
 pub(crate) const MRC_MAX_MSG: u32 = bindings::MRC_MAX_MSG;
 
+/// `SO_RCVBUF` and `SO_SNDBUF` of a new MRC socket, as TCP's take
+/// `tcp_rmem[1]` and `tcp_wmem[1]`: a connection uses half of each as its
+/// window and send buffer (the rest is the packets' overhead), and 3 MiB
+/// holds two whole messages with room to stream. The user may set less
+/// (or, up to `rmem_max`/`wmem_max`, more).
+pub(crate) const SOCK_BUF_DEFAULT: u32 = 2 * (2 * MRC_MAX_MSG + (1 << 20));
+
 const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
 
 /// `SOCK_SEQPACKET`, the only socket type MRC provides.
@@ -144,10 +151,48 @@ pub(crate) fn param_port() -> u16 {
     unsafe { bindings::mrc_param_port() }
 }
 
+/// Bytes of received packets all MRC sockets hold together.
+pub(crate) fn rmem_total() -> u64 {
+    // SAFETY: an atomic read; no preconditions.
+    unsafe { bindings::mrc_rmem_total_read() }.max(0) as u64
+}
+
+/// Limit of [`rmem_total`]: the `rmem_max` module parameter, or an eighth of
+/// the memory that was free when the module loaded.
+pub(crate) fn rmem_limit() -> u64 {
+    // SAFETY: reads a module parameter with `READ_ONCE`; no preconditions.
+    unsafe { bindings::mrc_rmem_limit() as u64 }
+}
+
 /// The value of the module parameter `gso`, which can change at any time.
 pub(crate) fn param_gso() -> bool {
     // SAFETY: reads a `bool` module parameter with `READ_ONCE`; no preconditions.
     unsafe { bindings::mrc_param_gso() }
+}
+
+/// The module parameters `rst_rate` and `rst_burst`, which can change at
+/// any time: the token bucket of RSTs answering unknown sessions.
+pub(crate) fn param_rst_limit() -> (u32, u32) {
+    // SAFETY: reads two `uint` module parameters with `READ_ONCE`; no
+    // preconditions.
+    unsafe {
+        (
+            bindings::mrc_param_rst_rate(),
+            bindings::mrc_param_rst_burst(),
+        )
+    }
+}
+
+/// The module parameter `fin_timeout_ms`, which can change at any time.
+pub(crate) fn param_fin_timeout_ms() -> u32 {
+    // SAFETY: reads a `uint` module parameter with `READ_ONCE`; no preconditions.
+    unsafe { bindings::mrc_param_fin_timeout_ms() }
+}
+
+/// The module parameter `max_orphans`, which can change at any time.
+pub(crate) fn param_max_orphans() -> u32 {
+    // SAFETY: reads a `uint` module parameter with `READ_ONCE`; no preconditions.
+    unsafe { bindings::mrc_param_max_orphans() }
 }
 
 /// The value of the module parameter `pacing`, which can change at any time.
@@ -428,11 +473,27 @@ impl SkBuff {
         !unsafe { bindings::mrc_skb_pull(self.0.as_ptr(), len) }.is_null() || len == 0
     }
 
-    /// Detaches the packet from the socket, route and connection tracking it
-    /// came with, before it is kept for long.
-    pub(crate) fn clean(&mut self) {
+    /// Memory the packet takes (`truesize`), what it is charged as.
+    pub(crate) fn truesize(&self) -> u32 {
         // SAFETY: valid per the type invariant.
-        unsafe { bindings::mrc_skb_clean(self.0.as_ptr()) };
+        unsafe { bindings::mrc_skb_truesize(self.0.as_ptr()) }
+    }
+
+    /// Detaches the packet from the socket, route and connection tracking it
+    /// came with, as is due before it is kept for long, and charges it to
+    /// `sk`'s receive memory and to that of all MRC sockets until it is freed;
+    /// `false`, with nothing charged, if the total of all sockets would go
+    /// over [`rmem_limit`].
+    ///
+    /// Only the packet's metadata changes, never its data, so views of the
+    /// data ([`SkBuff::linear`]) stay valid: hence `&self`. `sk` must
+    /// outlive the packet, which holds for the packets a socket keeps: they
+    /// are freed before the socket is (`destroy`).
+    pub(crate) fn charge_rx(&self, sk: &Sock) -> bool {
+        // SAFETY: valid per the type invariant; the packet is ours, and the
+        // fields written (owner, destructor, route, conntrack) are not
+        // borrowed by any Rust view of it.
+        unsafe { bindings::mrc_skb_charge_rx(self.0.as_ptr(), sk.as_ptr()) }
     }
 
     /// The control buffer (`skb->cb`), ours once the packet is received.
@@ -1374,6 +1435,12 @@ impl Sock {
         unsafe { (*self.as_ptr()).sk_rcvbuf }.max(0) as u32
     }
 
+    /// Bytes of received packets charged to the socket (`sk_rmem_alloc`).
+    pub(crate) fn rmem_alloc(&self) -> u32 {
+        // SAFETY: an atomic read of a field of a valid socket.
+        unsafe { bindings::mrc_sk_rmem_alloc(self.as_ptr()) }.max(0) as u32
+    }
+
     /// `SO_SNDBUF` in bytes.
     pub(crate) fn sndbuf(&self) -> u32 {
         // SAFETY: a plain field read.
@@ -1577,6 +1644,8 @@ impl Sock {
         unsafe {
             bindings::sock_init_data(ptr::null_mut(), sk);
             init_sock(sk);
+            // A connection takes the buffer sizes set on its listener.
+            bindings::mrc_sock_inherit_bufs(sk, parent.as_ptr());
         }
         Ok(SockRef(NonNull::new(sk.cast::<Sock>()).ok_or(ENOMEM)?))
     }
@@ -1597,6 +1666,8 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         bindings::mrc_hrtimer_init(Opaque::raw_get(ptr::addr_of!((*this).timer)));
         (*Opaque::raw_get(ptr::addr_of!((*this).timer))).function = Some(timer_run);
         bindings::mrc_init_work(Opaque::raw_get(ptr::addr_of!((*this).work)), Some(work_run));
+        (*sk).sk_rcvbuf = SOCK_BUF_DEFAULT as c_int;
+        (*sk).sk_sndbuf = SOCK_BUF_DEFAULT as c_int;
         let init = State::new();
         let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
         (*sk).sk_destruct = Some(sk_destruct);
@@ -2347,6 +2418,8 @@ pub(crate) struct ProtoRegistration;
 impl ProtoRegistration {
     /// Registers the protocol named `name`.
     pub(crate) fn register(module: &'static ThisModule, name: &CStr) -> Result<Self> {
+        // SAFETY: module init, before any socket exists.
+        unsafe { bindings::mrc_rmem_init() };
         // SAFETY: may sleep; module init.
         let wq = unsafe { bindings::mrc_alloc_workqueue() };
         if wq.is_null() {
@@ -2438,16 +2511,18 @@ impl Drop for FamilyRegistration {
 pub(crate) mod nl {
     pub(crate) use super::bindings::{
         MRC_A_CONN_CC, MRC_A_CONN_COOKIE, MRC_A_CONN_COUNTERS, MRC_A_CONN_COUNTERS_ACKS_RECEIVED,
-        MRC_A_CONN_COUNTERS_ACKS_SENT, MRC_A_CONN_COUNTERS_DATA_RECEIVED,
-        MRC_A_CONN_COUNTERS_DATA_SENT, MRC_A_CONN_COUNTERS_DUPLICATES, MRC_A_CONN_COUNTERS_HEDGES,
-        MRC_A_CONN_COUNTERS_PATH_LOSSES, MRC_A_CONN_COUNTERS_RACK_LOSSES,
-        MRC_A_CONN_COUNTERS_RCV_DROPPED, MRC_A_CONN_COUNTERS_RETRANSMITS, MRC_A_CONN_COUNTERS_RTOS,
-        MRC_A_CONN_COUNTERS_RTO_LOSSES, MRC_A_CONN_COUNTERS_SPURIOUS_HEDGES,
-        MRC_A_CONN_COUNTERS_SPURIOUS_LOSSES, MRC_A_CONN_COUNTERS_WINDOW_PROBES, MRC_A_CONN_ERROR,
-        MRC_A_CONN_GENERATION, MRC_A_CONN_LOCAL_ADDR, MRC_A_CONN_LOCAL_PORT, MRC_A_CONN_MAX,
-        MRC_A_CONN_PATH, MRC_A_CONN_REMOTE_ADDR, MRC_A_CONN_REMOTE_PORT, MRC_A_CONN_RX_BYTES,
-        MRC_A_CONN_SEND_TIME, MRC_A_CONN_SESSION_ID, MRC_A_CONN_STATE, MRC_A_CONN_TIME_IN_STATE_NS,
-        MRC_A_CONN_TX_BYTES, MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
+        MRC_A_CONN_COUNTERS_ACKS_SENT, MRC_A_CONN_COUNTERS_CHALLENGE_ACKS,
+        MRC_A_CONN_COUNTERS_DATA_RECEIVED, MRC_A_CONN_COUNTERS_DATA_SENT,
+        MRC_A_CONN_COUNTERS_DUPLICATES, MRC_A_CONN_COUNTERS_ENDPOINTS_REFUSED,
+        MRC_A_CONN_COUNTERS_HEDGES, MRC_A_CONN_COUNTERS_PATH_LOSSES,
+        MRC_A_CONN_COUNTERS_RACK_LOSSES, MRC_A_CONN_COUNTERS_RCV_DROPPED,
+        MRC_A_CONN_COUNTERS_RETRANSMITS, MRC_A_CONN_COUNTERS_RTOS, MRC_A_CONN_COUNTERS_RTO_LOSSES,
+        MRC_A_CONN_COUNTERS_SPURIOUS_HEDGES, MRC_A_CONN_COUNTERS_SPURIOUS_LOSSES,
+        MRC_A_CONN_COUNTERS_WINDOW_PROBES, MRC_A_CONN_ERROR, MRC_A_CONN_GENERATION,
+        MRC_A_CONN_LOCAL_ADDR, MRC_A_CONN_LOCAL_PORT, MRC_A_CONN_MAX, MRC_A_CONN_PATH,
+        MRC_A_CONN_REMOTE_ADDR, MRC_A_CONN_REMOTE_PORT, MRC_A_CONN_RX_BYTES, MRC_A_CONN_SEND_TIME,
+        MRC_A_CONN_SESSION_ID, MRC_A_CONN_STATE, MRC_A_CONN_TIME_IN_STATE_NS, MRC_A_CONN_TX_BYTES,
+        MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
         MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
         MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH, MRC_A_DROPS_NO_MEMORY,
         MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_SHORT, MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_ENDPOINT_ADDR,
@@ -2528,10 +2603,17 @@ static GENL_MCGRPS: StaticCell<[bindings::genl_multicast_group; 1]> = StaticCell
 ///
 /// # Invariants
 ///
-/// `0` is the `genl_info` of a request whose handler is running.
-pub(crate) struct GenlInfo(NonNull<bindings::genl_info>);
+/// `0` is the `genl_info` of a request whose handler is running; `1` says
+/// whether its sender had `CAP_NET_ADMIN` in the namespace's user namespace.
+pub(crate) struct GenlInfo(NonNull<bindings::genl_info>, bool);
 
 impl GenlInfo {
+    /// Whether the requester may see what identifies a connection on the
+    /// wire (`CAP_NET_ADMIN` over the namespace, as `GENL_UNS_ADMIN_PERM`).
+    pub(crate) fn net_admin(&self) -> bool {
+        self.1
+    }
+
     /// The MRC state of the requester's network namespace.
     pub(crate) fn mrc_net(&self) -> &crate::mrc_net::MrcNet {
         // SAFETY: the family is registered only while the pernet subsystem
@@ -2786,6 +2868,13 @@ pub(crate) struct GenlDump {
 }
 
 impl GenlDump {
+    /// Whether the dumping socket may see what identifies a connection on
+    /// the wire; see [`GenlInfo::net_admin`].
+    pub(crate) fn net_admin(&self) -> bool {
+        // SAFETY: valid per the type invariant; `cb->skb` is the request.
+        unsafe { bindings::mrc_genl_dump_net_admin(self.cb.as_ptr()) }
+    }
+
     /// Word `slot` (0..6) of the state a dump keeps between its calls;
     /// every word starts at 0. A slot out of range reads as 0.
     pub(crate) fn cursor(&self, slot: usize) -> u64 {
@@ -2867,10 +2956,20 @@ impl GenlDump {
 ///
 /// # Safety
 ///
-/// `info` must be the `genl_info` of the running request.
-unsafe fn genl_do(info: *mut bindings::genl_info, handler: fn(&GenlInfo) -> Result) -> c_int {
-    // SAFETY: the caller passes the request's valid `info`.
-    let info = GenlInfo(unsafe { NonNull::new_unchecked(info) });
+/// `skb` and `info` must be the message and the `genl_info` of the running
+/// request.
+unsafe fn genl_do(
+    skb: *mut bindings::sk_buff,
+    info: *mut bindings::genl_info,
+    handler: fn(&GenlInfo) -> Result,
+) -> c_int {
+    // SAFETY: the caller passes the request's message and valid `info`.
+    let info = unsafe {
+        GenlInfo(
+            NonNull::new_unchecked(info),
+            bindings::mrc_netlink_net_admin(skb),
+        )
+    };
     match handler(&info) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
@@ -2886,11 +2985,11 @@ macro_rules! genl_doit {
         /// Called only by the generic netlink core for our family.
         #[no_mangle]
         unsafe extern "C" fn $name(
-            _skb: *mut bindings::sk_buff,
+            skb: *mut bindings::sk_buff,
             info: *mut bindings::genl_info,
         ) -> c_int {
-            // SAFETY: the genetlink core passes the request's `info`.
-            unsafe { genl_do(info, $handler) }
+            // SAFETY: the genetlink core passes the request and its `info`.
+            unsafe { genl_do(skb, info, $handler) }
         }
     };
 }
@@ -2967,6 +3066,9 @@ impl GenlRegistration {
             for (dst, src) in grps[0].name.iter_mut().zip(b"events") {
                 *dst = *src as _;
             }
+            // Events name session ids, which only the namespace's
+            // administrator may read.
+            grps[0].flags = bindings::MRC_GENL_MCAST_CAP_NET_ADMIN as u8;
             let fam = &mut *GENL_FAMILY.as_ptr();
             for (dst, src) in fam.name.iter_mut().zip(bindings::MRC_FAMILY_NAME.iter()) {
                 *dst = *src as _;

@@ -10,6 +10,7 @@
 #include <linux/ipv6.h>
 #include <linux/netdevice.h>
 #include <linux/netlink.h>
+#include <net/genetlink.h>
 #include <linux/udp.h>
 #include <linux/eventpoll.h>
 #include <linux/skbuff.h>
@@ -33,6 +34,8 @@ enum {
 	MRC_EPOLLRDHUP = (__force int)EPOLLRDHUP,
 	/* Bytes of skb->cb. */
 	MRC_SKB_CB_LEN = sizeof_field(struct sk_buff, cb),
+	/* Joining the events group needs CAP_NET_ADMIN (a BIT() macro). */
+	MRC_GENL_MCAST_CAP_NET_ADMIN = GENL_MCAST_CAP_NET_ADMIN,
 };
 
 struct dst_entry;
@@ -56,6 +59,18 @@ int mrc_param_family(void);
 u16 mrc_param_port(void);
 bool mrc_param_pacing(void);
 bool mrc_param_gso(void);
+u32 mrc_param_rst_rate(void);
+u32 mrc_param_fin_timeout_ms(void);
+u32 mrc_param_max_orphans(void);
+u32 mrc_param_rst_burst(void);
+
+void mrc_rmem_init(void);
+unsigned long mrc_rmem_limit(void);
+long mrc_rmem_total_read(void);
+int mrc_sk_rmem_alloc(const struct sock *sk);
+u32 mrc_skb_truesize(const struct sk_buff *skb);
+bool mrc_skb_charge_rx(struct sk_buff *skb, struct sock *sk);
+void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent);
 
 void *mrc_net_generic(const struct net *net, unsigned int id);
 struct net *mrc_sock_net(const struct sock *sk);
@@ -85,6 +100,8 @@ void mrc_nla_nest_end(struct sk_buff *skb, struct nlattr *start);
 struct net *mrc_genl_info_net(const struct genl_info *info);
 struct net *mrc_genl_dump_net(const struct netlink_callback *cb);
 u32 mrc_genl_dump_portid(const struct netlink_callback *cb);
+bool mrc_genl_dump_net_admin(const struct netlink_callback *cb);
+bool mrc_netlink_net_admin(const struct sk_buff *skb);
 void mrc_genl_dump_check_consistent(struct netlink_callback *cb, void *hdr);
 void mrc_genlmsg_cancel(struct sk_buff *skb, void *hdr);
 

@@ -17,3 +17,6 @@ pub mod mrc_cc;
 
 #[path = "../../../mrc_conn.rs"]
 pub mod mrc_conn;
+
+#[path = "../../../mrc_limit.rs"]
+pub mod mrc_limit;

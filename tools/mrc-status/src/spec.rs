@@ -233,6 +233,8 @@ attr_set!(
         RCV_DROPPED = 13, "rcv-dropped", "uint";
         ACKS_SENT = 14, "acks-sent", "uint";
         ACKS_RECEIVED = 15, "acks-received", "uint";
+        CHALLENGE_ACKS = 16, "challenge-acks", "uint";
+        ENDPOINTS_REFUSED = 17, "endpoints-refused", "uint";
     }
 );
 
