@@ -10,6 +10,8 @@
 #include <linux/skbuff.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
+#include <net/ip.h>
+#include <net/ipv6_stubs.h>
 #include <net/route.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
@@ -84,6 +86,41 @@ unsigned long mrc_rmem_limit(void) { return READ_ONCE(rmem_max) ?: mrc_rmem_auto
 long mrc_rmem_total_read(void) { return atomic_long_read(&mrc_rmem_total); }
 int mrc_sk_rmem_alloc(const struct sock *sk) { return atomic_read(&sk->sk_rmem_alloc); }
 u32 mrc_skb_truesize(const struct sk_buff *skb) { return skb->truesize; }
+
+/*
+ * Whether @addr (IPv4 in 4 bytes, else IPv6 in 16) is an address of this
+ * host in @sk's namespace, as inet_bind() and inet6_bind() require.
+ */
+bool mrc_sock_addr_is_local(const struct sock *sk, const u8 *addr, bool v6)
+{
+	struct net *net = sock_net(sk);
+	struct net_device *dev;
+	struct in6_addr a6;
+	__be32 a4;
+
+	if (!v6) {
+		memcpy(&a4, addr, sizeof(a4));
+		return inet_addr_type(net, a4) == RTN_LOCAL;
+	}
+	memcpy(&a6, addr, sizeof(a6));
+	rcu_read_lock();
+	dev = ipv6_stub->ipv6_dev_find(net, &a6, NULL);
+	rcu_read_unlock();
+	return !IS_ERR_OR_NULL(dev);
+}
+
+/*
+ * Whether binding MRC port @port needs CAP_NET_BIND_SERVICE that the caller
+ * lacks: MRC ports below net.ipv4.ip_unprivileged_port_start are
+ * privileged, as TCP's, UDP's and SCTP's.
+ */
+bool mrc_sock_port_denied(const struct sock *sk, u16 port)
+{
+	struct net *net = sock_net(sk);
+
+	return inet_port_requires_bind_service(net, port) &&
+	       !ns_capable(net->user_ns, CAP_NET_BIND_SERVICE);
+}
 
 /* SO_RCVBUF and SO_SNDBUF of @parent, and whether the user set them. */
 void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent)

@@ -481,7 +481,12 @@ impl EncapHandler for MrcNet {
             },
         };
         if let Some((port, header)) = listener_port {
-            match self.lookup_port(port) {
+            // A listener bound to one address hears only SYNs sent to it.
+            let dst = skb.udp_addrs().map(|a| a.dst);
+            let listener = self
+                .lookup_port(port)
+                .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
+            match listener {
                 Some(l) => {
                     if !mrc_sock::syn_received(&l, skb) {
                         self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);

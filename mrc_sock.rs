@@ -1023,6 +1023,15 @@ pub(crate) fn work(sk: &Sock) {
     }
 }
 
+/// Whether the listener `sk` takes SYNs sent to `dst`: it is bound to that
+/// address or to none.
+pub(crate) fn listens_on(sk: &Sock, dst: &IpAddr) -> bool {
+    let inner = sk.state().inner.lock();
+    inner
+        .local
+        .map_or(true, |l| l.ip.is_unspecified() || l.ip == *dst)
+}
+
 /// A SYN for no existing session arrived for the listener `sk` (softirq);
 /// queues it for the work item unless the backlog is full.
 pub(crate) fn syn_received(sk: &Sock, skb: SkBuff) -> bool {
@@ -1258,6 +1267,9 @@ fn destroy(sk: &Sock) {
 // --- Socket calls -------------------------------------------------------------------
 
 /// `bind()`: takes the address's port (or a free one for port 0).
+///
+/// As for TCP: the address must be one of the host's (or unspecified), and
+/// a port below `ip_unprivileged_port_start` needs `CAP_NET_BIND_SERVICE`.
 pub(crate) fn bind(sk: &Sock, addr: &MrcAddr) -> Result {
     let _guard = sk.lock();
     {
@@ -1265,6 +1277,12 @@ pub(crate) fn bind(sk: &Sock, addr: &MrcAddr) -> Result {
         if inner.local.is_some() || inner.mode != Mode::Open {
             return Err(EINVAL);
         }
+    }
+    if !addr.ip.is_unspecified() && !sk.is_local_addr(&addr.ip) {
+        return Err(err::address_not_available());
+    }
+    if addr.port != 0 && sk.port_denied(addr.port) {
+        return Err(EACCES);
     }
     let port = sk.mrc_net().bind_port(addr.port, sk)?;
     let mut inner = sk.state().inner.lock();
@@ -2110,8 +2128,10 @@ fn path_add(sk: &Sock, req: &PathReq) -> Result<u32> {
     }
     let local = if req.local.is_unspecified() {
         net.source_for(req.remote)?.0
-    } else {
+    } else if sk.is_local_addr(&req.local) {
         req.local
+    } else {
+        return Err(err::address_not_available());
     };
     let dport = if req.dport == 0 {
         mrc_sys::param_port()

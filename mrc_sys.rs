@@ -1435,6 +1435,26 @@ impl Sock {
         unsafe { (*self.as_ptr()).sk_rcvbuf }.max(0) as u32
     }
 
+    /// Whether `ip` is an address of this host in the socket's namespace.
+    /// Process context.
+    pub(crate) fn is_local_addr(&self, ip: &IpAddr) -> bool {
+        let (bytes, v6): (&[u8], bool) = match ip {
+            IpAddr::V4(a) => (a, false),
+            IpAddr::V6(a) => (a, true),
+        };
+        // SAFETY: the socket is valid and `bytes` holds the 4 or 16 bytes
+        // the helper reads for `v6`.
+        unsafe { bindings::mrc_sock_addr_is_local(self.as_ptr(), bytes.as_ptr(), v6) }
+    }
+
+    /// Whether the calling task may not bind MRC port `port` in the
+    /// socket's namespace (a privileged port without
+    /// `CAP_NET_BIND_SERVICE`). Process context.
+    pub(crate) fn port_denied(&self, port: u16) -> bool {
+        // SAFETY: the socket is valid; process context, as `ns_capable` needs.
+        unsafe { bindings::mrc_sock_port_denied(self.as_ptr(), port) }
+    }
+
     /// Bytes of received packets charged to the socket (`sk_rmem_alloc`).
     pub(crate) fn rmem_alloc(&self) -> u32 {
         // SAFETY: an atomic read of a field of a valid socket.

@@ -71,6 +71,8 @@ int mrc_sk_rmem_alloc(const struct sock *sk);
 u32 mrc_skb_truesize(const struct sk_buff *skb);
 bool mrc_skb_charge_rx(struct sk_buff *skb, struct sock *sk);
 void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent);
+bool mrc_sock_addr_is_local(const struct sock *sk, const u8 *addr, bool v6);
+bool mrc_sock_port_denied(const struct sock *sk, u16 port);
 
 void *mrc_net_generic(const struct net *net, unsigned int id);
 struct net *mrc_sock_net(const struct sock *sk);
