@@ -171,6 +171,18 @@ fn established() -> (Box<Conn>, Box<Conn>) {
     established_with(ConnConfig::default(), ConnConfig::default())
 }
 
+/// A client that sent its SYN and a server that accepted it (its SYN_ACK not yet polled).
+fn syn_received() -> (Box<Conn>, Box<Conn>) {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    (client, server)
+}
+
 /// Drives both cores until neither has anything to send, delivering every packet at `now`.
 /// Adds a second path (id `PATH_ID + 1`, on `plane`) to both ends at 1 ms; returns the
 /// client's index of it.
@@ -386,13 +398,7 @@ fn rst_answer_to_syn_is_refused() {
 
 #[test]
 fn lost_synack_is_resent_on_duplicate_syn() {
-    let mut client = new_conn(ConnConfig::default());
-    let mut server = new_conn(ConnConfig::default());
-    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
-    let syn = drain(&mut client, 0);
-    server
-        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
-        .unwrap();
+    let (mut client, mut server) = syn_received();
     let _lost = drain(&mut server, 0);
     // The client's SYN timer fires and the SYN comes again.
     let t = client.next_timeout(0).unwrap();
@@ -408,13 +414,7 @@ fn lost_synack_is_resent_on_duplicate_syn() {
 
 #[test]
 fn lost_handshake_ack_is_replaced_by_data() {
-    let mut client = new_conn(ConnConfig::default());
-    let mut server = new_conn(ConnConfig::default());
-    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
-    let syn = drain(&mut client, 0);
-    server
-        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
-        .unwrap();
+    let (mut client, mut server) = syn_received();
     let synack = drain(&mut server, 0);
     feed(&mut client, 0, &synack[0]);
     let _lost_ack = drain(&mut client, 0);
@@ -2132,13 +2132,7 @@ fn rst_in_syn_sent_must_answer_the_syn() {
 
 #[test]
 fn rst_in_syn_received_needs_the_peer_isn() {
-    let mut client = new_conn(ConnConfig::default());
-    let mut server = new_conn(ConnConfig::default());
-    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
-    let syn = drain(&mut client, 0);
-    server
-        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
-        .unwrap();
+    let (_client, mut server) = syn_received();
     assert_eq!(kind(&drain(&mut server, 0)[0]), PacketType::SynAck);
     for seq in [0, CLIENT_ISN - 1, CLIENT_ISN + WINDOW as u64] {
         let rst = forge(false, PATH_ID, seq, SERVER_ISN, &Body::Rst);
@@ -2203,13 +2197,7 @@ fn close_during_handshake_aborts() {
 
 #[test]
 fn rst_in_synreceived_resets() {
-    let mut client = new_conn(ConnConfig::default());
-    let mut server = new_conn(ConnConfig::default());
-    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
-    let syn = drain(&mut client, 0);
-    server
-        .accept(0, &decode(&syn[0]).unwrap(), SERVER_ISN, &[])
-        .unwrap();
+    let (mut client, mut server) = syn_received();
     client.abort(0);
     let rst = drain(&mut client, 0);
     feed(&mut server, 0, &rst[0]);

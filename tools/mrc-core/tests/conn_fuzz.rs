@@ -126,6 +126,15 @@ pub enum Lone {
     SynReceived,
 }
 
+/// How far beyond a window a forged number lies, and on which side, from a [`Num`].
+fn far_offset(n: Num) -> (u64, bool) {
+    match n {
+        Num::Far(k, above) => (u64::from(k), above),
+        Num::Near(_, d) => (u64::from(d.unsigned_abs()), d >= 0),
+        Num::Raw(r) => (r >> 40, r & 1 == 0),
+    }
+}
+
 /// A number in a forged header, taken relative to the target connection when the packet is
 /// built.
 #[derive(Clone, Copy, Debug)]
@@ -919,11 +928,7 @@ impl World {
         let c = &self.peers[i].conn;
         if far {
             // Outside [rcv_nxt - WINDOW, msg_first + WINDOW), and not rcv_nxt (an RST).
-            let (k, above) = match n {
-                Num::Far(k, above) => (u64::from(k), above),
-                Num::Near(_, d) => (u64::from(d.unsigned_abs()), d >= 0),
-                Num::Raw(r) => (r >> 40, r & 1 == 0),
-            };
+            let (k, above) = far_offset(n);
             let lo = c.rcv_nxt().saturating_sub(2 * W);
             return if above || lo <= k {
                 c.rcv_nxt() + 2 * W + k
@@ -939,11 +944,7 @@ impl World {
         let c = &self.peers[i].conn;
         if far {
             // Outside [snd_una - WINDOW, snd_nxt], and not the initial sequence number.
-            let (k, above) = match n {
-                Num::Far(k, above) => (u64::from(k), above),
-                Num::Near(_, d) => (u64::from(d.unsigned_abs()), d >= 0),
-                Num::Raw(r) => (r >> 40, r & 1 == 0),
-            };
+            let (k, above) = far_offset(n);
             let lo = c.snd_una().saturating_sub(2 * W);
             return if above || lo <= k {
                 c.snd_nxt() + 1 + k

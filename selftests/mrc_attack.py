@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Forged MRC packets, as an attacker who knows a session id would send them.
+
+Ordinary UDP sockets only: nothing here needs a privilege, so the tests can
+run it as an unprivileged user. Each subcommand prints one result line.
+"""
+import argparse
+import errno
+import os
+import select
+import selectors
+import socket
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mrc_util import (HDR, MAGIC, PASSIVE, crc32c, mrc_accept,  # noqa: E402
+                      mrc_bind, mrc_connect, mrc_socket)
+
+TYPES = {"syn": 1, "syn_ack": 2, "ack": 3, "data": 4, "fin": 5, "rst": 6,
+         "probe": 7, "probe_ack": 8}
+FIRST_LAST = 0x300
+ACK_BODY = struct.Struct("!QQIIH")
+PROBE_BODY = struct.Struct("!QQ")
+HS_FIXED = struct.Struct("!QIHHB")
+ENDPOINT = struct.Struct("!BBH16s")
+
+
+def rand64(limit=1 << 62):
+    return int.from_bytes(os.urandom(8), "big") % limit
+
+
+def seal(flags, sid, path, seq, ack, body):
+    hdr = HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body), 0)
+    return HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body),
+                    crc32c(hdr + body)) + body
+
+
+def forged(kind, sid, passive, path):
+    """One packet of KIND for session SID with random numbers where the
+    attacker has to guess."""
+    flags = TYPES[kind] | (PASSIVE if passive else 0)
+    seq, ack = rand64(), rand64()
+    if kind == "data":
+        flags |= FIRST_LAST
+        body = b"forged" * 10
+    elif kind == "ack":
+        # A cumulative ack of 0 once in a while: below anything sent.
+        if rand64(4) == 0:
+            ack = 0
+        body = ACK_BODY.pack(0, ack, rand64(1 << 32), 0, 0)
+    elif kind == "probe_ack":
+        body = PROBE_BODY.pack(rand64(1 << 64), time.monotonic_ns() - 1000)
+    else:
+        body = b""
+    return seal(flags, sid, path, seq, ack, body)
+
+
+def family_of(ip):
+    return socket.AF_INET6 if ":" in ip else socket.AF_INET
+
+
+def cmd_forge(args):
+    """Sends COUNT forged packets of each KIND from SRC to DST:PORT."""
+    sid = int(args.sid, 16)
+    s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
+    if args.src:
+        s.bind((args.src, args.sport))
+    kinds = args.kinds.split(",")
+    for kind in kinds:
+        for i in range(args.count):
+            path = args.path if args.path >= 0 else i % 8
+            s.sendto(forged(kind, sid, args.passive, path), (args.dst, args.port))
+    print(f"forged {len(kinds) * args.count}")
+
+
+def cmd_unknown_flood(args):
+    """Sends COUNT well-formed DATA packets for sessions nobody has, as fast
+    as it can; prints how many and how long it took in microseconds."""
+    s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
+    pkts = [seal(TYPES["data"] | FIRST_LAST, rand64(1 << 64), 1, rand64(), rand64(), b"x" * 16)
+            for _ in range(args.count)]
+    start = time.monotonic_ns()
+    for p in pkts:
+        s.sendto(p, (args.dst, args.port))
+    took = (time.monotonic_ns() - start) // 1000
+    print(f"sent {args.count} {took}")
+
+
+def cmd_syn(args):
+    """Sends one SYN for a new session from SRC to DST:PORT's MRC listener on
+    MRC port DPORT, announcing the given endpoints (ADDR:PORT each)."""
+    eps = b""
+    for e in args.endpoints:
+        ip, port = e.rsplit(":", 1)
+        ip = ip.strip("[]")
+        fam = family_of(ip)
+        raw = socket.inet_pton(fam, ip).ljust(16, b"\0")
+        eps += ENDPOINT.pack(6 if fam == socket.AF_INET6 else 4, 0, int(port), raw)
+    body = HS_FIXED.pack(rand64(), 1 << 20, args.sport_mrc, args.dport_mrc, len(args.endpoints)) + eps
+    sid = rand64(1 << 64)
+    s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
+    s.sendto(seal(TYPES["syn"], sid, 0, 0, 0, body), (args.dst, args.port))
+    print(f"syn {sid:016x}")
+
+
+def cmd_tiny_sink(args):
+    """Accepts one connection on a socket with SO_RCVBUF RCVBUF and reads
+    nothing until the file GO exists; then reads COUNT one-byte messages and
+    checks each (message i holds i mod 256)."""
+    s = mrc_socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.rcvbuf)
+    mrc_bind(s, args.addr, args.port)
+    s.listen(1)
+    print("listening", flush=True)
+    if not select.select([s], [], [], 120)[0]:
+        print("nobody connected")
+        return
+    c = mrc_accept(s)
+    print(f"rcvbuf {c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)}", flush=True)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(args.go):
+        if time.monotonic() > deadline:
+            print("never told to read")
+            return
+        time.sleep(0.1)
+    c.settimeout(120)
+    for i in range(args.count):
+        m = c.recv(16)
+        if m != bytes([i & 255]):
+            print(f"received {i} bad: {m!r}")
+            return
+    print(f"received {args.count} ok")
+
+
+def cmd_tiny_flood(args):
+    """Sends COUNT one-byte messages as fast as the connection takes them;
+    prints how many were taken before the sender had to wait STALL seconds,
+    then sends the rest."""
+    s = mrc_socket()
+    mrc_connect(s, args.addr, args.port)
+    stalled = None
+    i = 0
+    while i < args.count:
+        try:
+            s.send(bytes([i & 255]), socket.MSG_DONTWAIT)
+            i += 1
+            continue
+        except BlockingIOError:
+            pass
+        ready = select.select([], [s], [], args.stall)[1]
+        if not ready and stalled is None:
+            stalled = i
+            print(f"stalled {i}", flush=True)
+        elif not ready:
+            ready = select.select([], [s], [], 120)[1]
+            if not ready:
+                print(f"stuck at {i}")
+                return
+    print(f"sent {i} stalled {stalled if stalled is not None else 'never'}", flush=True)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(120)
+    s.recv(16)
+
+
+def cmd_never_close(args):
+    """A peer that never finishes a close: accepts COUNT connections, then
+    prints for each how it ended ("eof" at the client's FIN, "reset" at its
+    RST), as it happens, but never closes one; waits for a signal."""
+    lst = mrc_socket()
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(args.count)
+    print("listening", flush=True)
+    conns = []
+    while len(conns) < args.count:
+        if not select.select([lst], [], [], 120)[0]:
+            print(f"accepted only {len(conns)}")
+            return
+        conns.append(mrc_accept(lst))
+    print(f"accepted {len(conns)}", flush=True)
+    sel = selectors.DefaultSelector()
+    for c in conns:
+        sel.register(c, selectors.EVENT_READ)
+    while sel.get_map():
+        for key, _ in sel.select():
+            try:
+                m = key.fileobj.recv(16)
+            except ConnectionResetError:
+                m = None
+            if m:
+                continue
+            print("eof" if m == b"" else "reset", flush=True)
+            sel.unregister(key.fileobj)
+    # Holds the connections open until killed (bounded, should the test die).
+    time.sleep(600)
+
+
+def bind_result(ip, port):
+    s = mrc_socket()
+    try:
+        mrc_bind(s, ip, port)
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    finally:
+        s.close()
+
+
+def cmd_bind_rules(args):
+    """What bind() answers for an address that is not the host's, for a
+    privileged MRC port and for LOCAL:PORT; one line."""
+    print(f"nonlocal={bind_result(args.nonlocal_ip, args.port)} "
+          f"privileged={bind_result(args.local, 80)} "
+          f"local={bind_result(args.local, args.port)}")
+
+
+def cmd_listen(args):
+    """Listens on ADDR:PORT, prints "listening", accepts nothing; exits
+    after SECONDS."""
+    s = mrc_socket()
+    mrc_bind(s, args.addr, args.port)
+    s.listen(8)
+    print("listening", flush=True)
+    time.sleep(args.seconds)
+
+
+def cmd_connect(args):
+    """Connects to ADDR:PORT; prints "connected" or the errno's name."""
+    s = mrc_socket()
+    try:
+        mrc_connect(s, args.addr, args.port)
+        print("connected")
+    except OSError as e:
+        print(errno.errorcode.get(e.errno, str(e.errno)))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("forge")
+    c.add_argument("dst")
+    c.add_argument("port", type=int)
+    c.add_argument("sid", help="session id, hex")
+    c.add_argument("--kinds", default="rst,fin,data,ack,probe_ack")
+    c.add_argument("--count", type=int, default=20)
+    c.add_argument("--src", default="")
+    c.add_argument("--sport", type=int, default=0)
+    c.add_argument("--passive", action="store_true",
+                   help="as if from the accepting end (to the connecting end)")
+    c.add_argument("--path", type=int, default=-1, help="path id (default: 0..7 in turn)")
+    c.set_defaults(fn=cmd_forge)
+    c = sub.add_parser("unknown-flood")
+    c.add_argument("dst")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.set_defaults(fn=cmd_unknown_flood)
+    c = sub.add_parser("syn")
+    c.add_argument("dst")
+    c.add_argument("port", type=int)
+    c.add_argument("dport_mrc", type=int)
+    c.add_argument("endpoints", nargs="*")
+    c.add_argument("--sport-mrc", type=int, default=40000)
+    c.set_defaults(fn=cmd_syn)
+    c = sub.add_parser("tiny-sink")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--rcvbuf", type=int, default=65536)
+    c.add_argument("--go", required=True)
+    c.set_defaults(fn=cmd_tiny_sink)
+    c = sub.add_parser("tiny-flood")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--stall", type=float, default=3)
+    c.set_defaults(fn=cmd_tiny_flood)
+    c = sub.add_parser("never-close")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.set_defaults(fn=cmd_never_close)
+    c = sub.add_parser("bind-rules")
+    c.add_argument("nonlocal_ip")
+    c.add_argument("local")
+    c.add_argument("port", type=int)
+    c.set_defaults(fn=cmd_bind_rules)
+    c = sub.add_parser("listen")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("--seconds", type=float, default=60)
+    c.set_defaults(fn=cmd_listen)
+    c = sub.add_parser("connect")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.set_defaults(fn=cmd_connect)
+    args = p.parse_args()
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()

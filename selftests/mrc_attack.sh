@@ -1,0 +1,205 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# A connection under attack by hosts and users that know its session id:
+# forged RST, FIN, DATA, ACK and PROBE_ACK packets from a third host and
+# from an unprivileged user on the client's own host, with random numbers
+# where the attacker has to guess. The connection carries on and delivers
+# every byte; each forgery is dropped and counted under its reason. An
+# unprivileged user cannot read session ids at all. Answers to packets for
+# unknown sessions are rate-limited. A flood of one-byte messages is held
+# within the receiving socket's buffer, counted at the packets' real size.
+# A local user cannot bind foreign addresses or privileged ports, nor reach
+# a listener bound to loopback from the network.
+#
+#   ns a (client)              ns b (server)                 ns c (attacker)
+#   veth-a 10.77.0.1  <---->   veth-b 10.77.0.2
+#                              veth-bc 10.78.0.2   <---->    veth-c 10.78.0.3
+
+. "$(dirname "$0")/mrc_lib.sh"
+mrc_perf_setup
+a=$B b=$A
+mrc_netns_add c
+mrc_veth_pair "$a" "$b"
+ip link add veth-c netns "$c" type veth peer name veth-bc netns "$b"
+ip -n "$c" addr add 10.78.0.3/24 dev veth-c
+ip -n "$b" addr add 10.78.0.2/24 dev veth-bc
+ip -n "$c" link set veth-c up
+ip -n "$b" link set veth-bc up
+ip -n "$c" route add 10.77.0.0/24 via 10.78.0.2
+
+port=$MRC_PORT_DEFAULT
+ATTACK="$MRC_PY $MRC_DIR/selftests/mrc_attack.py"
+NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+
+# A long transfer from a to b, verified at the end.
+ip netns exec "$b" "$PERF" server --addr 10.77.0.2 --port 9000 --conns 1 --timeout 120 \
+	--msg-size 4096 --json >"$tmp/srv.json" 2>"$tmp/srv.err" &
+spid=$!
+# Long enough for every attack below (the debug VM takes seconds to start
+# each program); that each found the connection there is checked.
+ip netns exec "$a" "$PERF" client --addr 10.77.0.2 --port 9000 --duration 45 \
+	--msg-size 4096 --retry-ms 20000 --timeout 120 --json >"$tmp/cli.json" 2>"$tmp/cli.err" &
+cpid=$!
+
+conn_json() { # NS [USER...]: the namespace's connections as JSON, one per line
+	local ns=$1
+	shift
+	ip netns exec "$ns" "$@" "$MRC_STATUS" --json conns 2>&1 |
+		$MRC_PY -c 'import json,sys
+d = json.load(sys.stdin)
+for c in d.get("connections", d if isinstance(d, list) else []):
+    print(json.dumps(c))'
+}
+established() { conn_json "$b" | grep -q '"state": *"established"'; }
+mrc_wait_for 60 established || mrc_fail "the connection was not established within 60 s"
+sid=$(conn_json "$b" | $MRC_PY -c 'import json,sys; print(json.loads(sys.stdin.readline())["session_id"])')
+echo "# session $sid"
+
+# What an unprivileged user in either namespace can learn: the connection,
+# but not its session id; and no events (they carry session ids).
+for ns in "$a" "$b"; do
+	out=$(conn_json "$ns" "${NOBODY[@]}")
+	mrc_check "unprivileged: the connection is listed, without its session id" "1 0" \
+		"$(grep -c cookie <<<"$out") $(grep -c session_id <<<"$out")"
+done
+out=$(timeout 5 ip netns exec "$b" "${NOBODY[@]}" "$MRC_STATUS" monitor 2>&1)
+mrc_check "unprivileged: monitor refused" 1 "$?"
+case "$out" in
+*CAP_NET_ADMIN*) mrc_ok "unprivileged monitor: the error names CAP_NET_ADMIN" ;;
+*) mrc_fail "unprivileged monitor: $out" ;;
+esac
+
+snap() { # NS: the counters the forgeries may move, on one line
+	local k
+	for k in drop_wrong_source drop_conn_bad_rst drop_conn_out_of_window \
+		drop_conn_invalid drop_conn_bad_probe drop_no_session drop_conn_duplicate \
+		drop_conn_bad_state drop_rcvbuf; do
+		printf '%s ' "$(mrc_stat "$1" "$k")"
+	done
+}
+delta() { # BEFORE AFTER: the difference, field by field
+	local -a x=($1) y=($2)
+	local i out=""
+	for i in "${!x[@]}"; do out+="$((y[i] - x[i])) "; done
+	echo "${out% }"
+}
+
+# An off-path host that knows the session id: every forgery is from an
+# address that is none of the client's.
+n=20
+before=$(snap "$b")
+mrc_check "off-path forgeries sent" "forged $((5 * n))" \
+	"$(ip netns exec "$c" $ATTACK forge 10.77.0.2 "$port" "$sid" --count $n)"
+mrc_wait_for 10 mrc_stat_cmp "$b" drop_wrong_source -ge $(( ${before%% *} + 5 * n ))
+mrc_check "off-path: each forgery dropped as from a wrong source, nothing else moved" \
+	"$((5 * n)) 0 0 0 0 0 0 0 0" "$(delta "$before" "$(snap "$b")")"
+
+# An unprivileged user on the client's host: the right source address, so
+# only the numbers it must guess stand between it and the connection.
+before=$(snap "$b")
+mrc_check "local forgeries sent" "forged $((5 * n))" \
+	"$(ip netns exec "$a" "${NOBODY[@]}" $ATTACK forge 10.77.0.2 "$port" "$sid" \
+		--count $n --src 10.77.0.1)"
+mrc_sleep 1
+d=$(delta "$before" "$(snap "$b")")
+echo "# drops by wrong_source bad_rst out_of_window invalid bad_probe no_session duplicate bad_state rcvbuf: $d"
+read -r _ rst oow inv probe nosess dup _ <<<"$d"
+mrc_check "local: every RST out of window, dropped" $n "$rst"
+mrc_check "local: every FIN and DATA outside the window, dropped" "ok" \
+	"$([ $((oow + dup)) -ge $((2 * n)) ] && echo ok || echo "$((oow + dup)) < $((2 * n))")"
+mrc_check "local: every ACK invalid, dropped" "ok" \
+	"$([ "$inv" -ge $n ] && echo ok || echo "$inv < $n")"
+mrc_check "local: every PROBE_ACK unmatched, dropped" $n "$probe"
+mrc_check "local: the connection was still there for all of them" 0 "$nosess"
+mrc_check "the connection is still established after the attacks" 1 \
+	"$(conn_json "$b" | grep -c '"state": *"established"')"
+
+wait $cpid
+crc=$?
+wait $spid
+src=$?
+res=$($MRC_PY - "$tmp/srv.json" "$tmp/cli.json" <<'PY'
+import json, sys
+s = json.loads(open(sys.argv[1]).readline())
+c = json.loads(open(sys.argv[2]).read())
+ok = s["ok"] and c["ok"] and s["digest"] == c["digest"] and s["bytes"] == c["bytes"] > 0
+print("intact" if ok else f"server {s.get('error')} client {c.get('error')} bytes {s['bytes']}/{c['bytes']}")
+PY
+)
+mrc_check "the transfer under attack completed, every byte intact" "0 0 intact" "$crc $src $res"
+[ "$res" = intact ] || tail -c 400 "$tmp/cli.err" "$tmp/srv.err" | sed 's/^/# /'
+
+# Answers to packets for unknown sessions: no faster than the rate limit
+# over the time from the first packet sent to the last one handled; the
+# rest counted. The emulated VM cannot send faster than the default limit
+# (1000 a second), so the test lowers it to 100 a second, burst 10.
+params=/sys/module/mrc/parameters
+rate0=$(cat $params/rst_rate) burst0=$(cat $params/rst_burst)
+echo 100 >$params/rst_rate
+echo 10 >$params/rst_burst
+rst0=$(mrc_stat "$b" tx_rst) lim0=$(mrc_stat "$b" tx_rst_limited) ns0=$(mrc_stat "$b" drop_no_session)
+t0=$EPOCHREALTIME
+read -r _ sent us <<<"$(ip netns exec "$c" $ATTACK unknown-flood 10.77.0.2 "$port" 3000)"
+mrc_wait_for 20 mrc_stat_cmp "$b" drop_no_session -ge $((ns0 + 3000))
+ms=$(mrc_ms_since "$t0")
+rst=$(($(mrc_stat "$b" tx_rst) - rst0)) lim=$(($(mrc_stat "$b" tx_rst_limited) - lim0))
+mrc_check "unknown sessions: each answered or counted as limited" "$sent" $((rst + lim))
+bound=$((10 + ms / 10 + 1))
+echo "$rate0" >$params/rst_rate
+echo "$burst0" >$params/rst_burst
+echo "# $sent packets sent in $us us, handled within $ms ms: $rst RSTs, $lim limited (bound $bound)"
+mrc_check "unknown sessions: RSTs within the rate limit" ok \
+	"$([ "$rst" -le "$bound" ] && echo ok || echo "$rst > $bound")"
+
+# A peer that floods one-byte messages at a reader that reads nothing: the
+# receiving host holds at most twice the socket's receive buffer of them,
+# counted at their real size, and the sender is held back; once the reader
+# reads, every message arrives, in order.
+n=3000 go=$tmp/go
+ip netns exec "$b" $ATTACK tiny-sink 10.77.0.2 7000 $n --rcvbuf 65536 --go "$go" \
+	>"$tmp/sink.out" 2>&1 &
+sink=$!
+listening() { grep -q '^listening' "$tmp/sink.out"; }
+mrc_wait_for 60 listening || mrc_fail "the sink did not listen within 60 s"
+ip netns exec "$a" $ATTACK tiny-flood 10.77.0.2 7000 $n >"$tmp/flood.out" 2>&1 &
+flood=$!
+flood_state() { grep -q '^stalled\|^sent\|^stuck\|Error' "$tmp/flood.out"; }
+mrc_wait_for 120 flood_state
+held=$(mrc_stat "$b" rmem_total)
+rcvbuf=$(sed -n 's/^rcvbuf //p' "$tmp/sink.out")
+echo "# sink SO_RCVBUF $rcvbuf; held $held bytes; $(head -n 1 "$tmp/flood.out")"
+mrc_check "tiny flood: the sender was held back" ok \
+	"$(grep -q '^stalled' "$tmp/flood.out" && echo ok || head -c 300 "$tmp/flood.out")"
+mrc_check "tiny flood: the receiver holds at most twice its buffer" ok \
+	"$([ "${held:-0}" -gt 0 ] && [ "$held" -le $((2 * ${rcvbuf:-0} + 65536)) ] && echo ok ||
+		echo "held ${held:-none} for SO_RCVBUF ${rcvbuf:-none}")"
+mrc_check "tiny flood: the packets over it were counted" ok \
+	"$([ "$(mrc_stat "$b" drop_rcvbuf)" -gt 0 ] && echo ok || echo "drop_rcvbuf $(mrc_stat "$b" drop_rcvbuf)")"
+touch "$go"
+wait $flood
+wait $sink
+mrc_check "tiny flood: every message arrived once the reader read" "received $n ok" \
+	"$(tail -n 1 "$tmp/sink.out")"
+mrc_check "tiny flood: the sender sent them all" "sent $n" "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)"
+
+# A local user binds only the host's addresses and unprivileged ports (as
+# for TCP), and a listener bound to one address does not hear SYNs sent to
+# another.
+mrc_check "unprivileged bind: a foreign address, a privileged port, a free one" \
+	"nonlocal=EADDRNOTAVAIL privileged=EACCES local=ok" \
+	"$(ip netns exec "$b" "${NOBODY[@]}" $ATTACK bind-rules 10.99.0.1 10.77.0.2 5555)"
+mrc_check "root binds a privileged port" "nonlocal=EADDRNOTAVAIL privileged=ok local=ok" \
+	"$(ip netns exec "$b" $ATTACK bind-rules 10.99.0.1 10.77.0.2 5556)"
+ip netns exec "$b" $ATTACK listen 127.0.0.1 9200 --seconds 120 >"$tmp/lo.out" 2>&1 &
+lo=$!
+lo_listening() { grep -q '^listening' "$tmp/lo.out"; }
+mrc_wait_for 60 lo_listening || mrc_fail "the loopback listener did not start"
+mrc_check "a listener on 127.0.0.1 is not reachable from the network" ECONNREFUSED \
+	"$(ip netns exec "$a" $ATTACK connect 10.77.0.2 9200)"
+kill $lo 2>/dev/null
+wait $lo 2>/dev/null
+
+mrc_cleanup
+rm -rf "$tmp"
+mrc_exit
