@@ -1178,6 +1178,11 @@ impl World {
                     Ok(id) => {
                         assert_eq!(id, p.msgs_out.len() as u64, "{}: message id", p.name);
                         assert!(
+                            *len <= p.conn.max_msg_len(),
+                            "{}: a message of {len} bytes taken",
+                            p.name
+                        );
+                        assert!(
                             matches!(p.conn.state(), State::Established | State::CloseWait),
                             "{}: message accepted in {:?}",
                             p.name,
@@ -1187,7 +1192,7 @@ impl World {
                         p.msgs_out.push(pattern(salt, id, *len as usize));
                     }
                     Err(SendError::MsgSize) => {
-                        assert!(*len > p.conn.config().max_msg, "{}: EMSGSIZE", p.name);
+                        assert!(*len > p.conn.max_msg_len(), "{}: EMSGSIZE", p.name);
                     }
                     Err(_) => {}
                 }
