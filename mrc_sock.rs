@@ -456,9 +456,26 @@ impl Session {
     }
 
     /// Whether `ip` is an address of the peer: the far end of one of the
-    /// connection's paths or an endpoint the peer announced.
-    fn is_peer_addr(&self, ip: &IpAddr) -> bool {
-        self.paths.iter().flatten().any(|p| p.remote == *ip)
+    /// connection's paths or an endpoint the peer announced. The path the
+    /// packet names (`path_id`) is tried first: for the peer's own packets
+    /// that is the one, and the check costs no scan of the paths.
+    fn is_peer_addr(&self, ip: &IpAddr, path_id: u32) -> bool {
+        let named = self
+            .conn
+            .paths()
+            .find(path_id)
+            .and_then(|i| self.paths.get(i));
+        if let Some(Some(p)) = named {
+            if p.remote == *ip {
+                return true;
+            }
+        }
+        let end = self.conn.paths().index_end();
+        self.paths
+            .iter()
+            .take(end)
+            .flatten()
+            .any(|p| p.remote == *ip)
             || self.conn.peer_endpoints().any(|ep| ep_ip(&ep) == *ip)
     }
 
@@ -926,7 +943,8 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         };
         // The session id travels in clear text: whoever learnt it must still
         // send from one of the peer's addresses to reach the connection.
-        if !src.is_some_and(|ip| handshake_peer == Some(ip) || s.is_peer_addr(&ip)) {
+        let path_id = pkt.header.path_id;
+        if !src.is_some_and(|ip| handshake_peer == Some(ip) || s.is_peer_addr(&ip, path_id)) {
             net.count_wrong_source();
             return;
         }
