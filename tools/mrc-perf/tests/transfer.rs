@@ -309,14 +309,47 @@ fn mptcp_if_available() {
     throughput("mptcp", "127.0.0.1", 2, &["--bytes", "5000000"]);
 }
 
+/// A TCP port on 127.0.0.1 that is bound and never listened on, so that a
+/// connection to it is refused, for as long as the value lives: no other
+/// test running meanwhile can take the port and listen on it.
+struct RefusingPort {
+    fd: i32,
+    port: u16,
+}
+
+impl RefusingPort {
+    fn new() -> Self {
+        // SAFETY: plain system calls on a descriptor this function owns;
+        // `addr` and `len` are valid for the sizes given.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0, "socket");
+            let mut addr: libc::sockaddr_in = std::mem::zeroed();
+            addr.sin_family = libc::AF_INET as libc::sa_family_t;
+            addr.sin_addr.s_addr = u32::from(Ipv4Addr::LOCALHOST).to_be();
+            let mut len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let sa = (&mut addr as *mut libc::sockaddr_in).cast::<libc::sockaddr>();
+            assert_eq!(libc::bind(fd, sa, len), 0, "bind");
+            assert_eq!(libc::getsockname(fd, sa, &mut len), 0, "getsockname");
+            RefusingPort {
+                fd,
+                port: u16::from_be(addr.sin_port),
+            }
+        }
+    }
+}
+
+impl Drop for RefusingPort {
+    fn drop(&mut self) {
+        // SAFETY: the descriptor is ours and closed once.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
 #[test]
 fn connection_refused_reports_errno() {
-    // A port that was free a moment ago and has no listener now.
-    let port = {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
-        l.local_addr().expect("local addr").port()
-    }
-    .to_string();
+    let refusing = RefusingPort::new();
+    let port = refusing.port.to_string();
     let (st, v, err) = run_client(&[
         "--proto",
         "tcp",
