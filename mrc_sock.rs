@@ -1768,8 +1768,9 @@ pub(crate) fn release(sk: &Sock) {
             // Finishing in the background takes an orphan slot; without one
             // the connection is reset at once, as TCP does past
             // tcp_max_orphans.
-            let slot = linger != Some(0) && take_orphan_slot();
-            if linger != Some(0) && !slot {
+            let graceful = linger != Some(0);
+            let slot = graceful && take_orphan_slot();
+            if graceful && !slot {
                 net.count_orphan_refused();
             }
             with_conn(sk, |inner, now| {

@@ -1660,7 +1660,8 @@ impl Sock {
             return Err(ENOMEM);
         }
         // SAFETY: `sk` is new and ours; with no socket `sock_init_data` sets
-        // up the defaults only.
+        // up the defaults only. `parent` is a live socket (a reference to
+        // it is held), whose buffer fields are read with `READ_ONCE`.
         unsafe {
             bindings::sock_init_data(ptr::null_mut(), sk);
             init_sock(sk);
