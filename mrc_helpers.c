@@ -13,6 +13,8 @@
 #include <net/ip.h>
 #include <net/ipv6_stubs.h>
 #include <net/route.h>
+#include <net/udp.h>
+#include <net/udp_tunnel.h>
 #include <net/netns/generic.h>
 #include <net/sock.h>
 #include <linux/sock_diag.h>
@@ -283,3 +285,83 @@ int mrc_get_user_int(int *dst, int __user *src) { return get_user(*dst, src); }
 int mrc_put_user_int(int __user *dst, int val) { return put_user(val, dst); }
 int mrc_copy_to_user(void __user *dst, const void *src, size_t size) { return copy_to_user(dst, src, size) ? -EFAULT : 0; }
 int mrc_copy_from_user(void *dst, const void __user *src, size_t size) { return copy_from_user(dst, src, size) ? -EFAULT : 0; }
+
+/*
+ * Receive memory of the tunnel socket's own queue. Batches wait there only
+ * from their arrival to the data_ready callback that takes them, but both
+ * CPUs may queue GRO trains of up to 64 datagrams at once.
+ */
+#define MRC_UDP_RCVBUF (4 << 20)
+
+/*
+ * Makes @sk, a fresh kernel UDP socket, hand MRC whole batches. GSO packets
+ * and GRO trains are queued on it unsplit (udp_allow_gso); GRO_ENABLED lets
+ * UDP GRO aggregate its datagrams, and the GRO socket lookup needs the
+ * encapsulation key that udp_tunnel_encap_enable() turns on. @ready runs
+ * after each packet is queued, in softirq. No encap_rcv: a socket with one
+ * gets every GSO packet split first (udp_unexpected_gso()). @user_data is
+ * the socket's RCU user data.
+ */
+void mrc_udp_sock_setup(struct sock *sk, void *user_data, void (*ready)(struct sock *sk))
+{
+	inet_clear_bit(MC_LOOP, sk);
+	rcu_assign_sk_user_data(sk, user_data);
+	udp_allow_gso(sk);
+	udp_set_bit(GRO_ENABLED, sk);
+	udp_tunnel_encap_enable(sk);
+	WRITE_ONCE(sk->sk_rcvbuf, MRC_UDP_RCVBUF);
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * Takes the packet queued first on the UDP socket @sk: one datagram, or a
+ * GSO packet or GRO train, which is split here into its datagrams as
+ * udp_queue_rcv_skb() would split it. Returns the datagrams linked by
+ * ->next, each with data at its UDP header and a checksum known good; adds
+ * to *@dropped those with a bad checksum or that could not be split. NULL
+ * with *@dropped unchanged: the queue is empty.
+ */
+struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
+{
+	struct sk_buff *skb, *segs, *seg, *next;
+	int off = 0, err;
+	bool csum_ok;
+	u16 n;
+
+	skb = __skb_recv_udp(sk, MSG_DONTWAIT, &off, &err);
+	if (!skb)
+		return NULL;
+	/* Queued datagrams keep udp_dev_scratch where the device pointer was;
+	 * it is read once and cleared, so nothing takes it for a device.
+	 */
+	csum_ok = udp_skb_csum_unnecessary(skb);
+	skb->dev = NULL;
+	if (!skb_is_gso(skb)) {
+		/* As udp_recvmsg(): the checksum is checked on the way out. */
+		if (!csum_ok && __udp_lib_checksum_complete(skb)) {
+			__UDP_INC_STATS(sock_net(sk), UDP_MIB_CSUMERRORS, 0);
+			(*dropped)++;
+			kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
+			return NULL;
+		}
+		__skb_push(skb, sizeof(struct udphdr));
+		skb_mark_not_on_list(skb);
+		return skb;
+	}
+	n = skb_shinfo(skb)->gso_segs;
+	__skb_push(skb, -skb_mac_offset(skb));
+	segs = udp_rcv_segment(sk, skb, skb->protocol == htons(ETH_P_IP));
+	if (!segs) {
+		*dropped += n;
+		return NULL;
+	}
+	skb_list_walk_safe(segs, seg, next) {
+		__skb_pull(seg, skb_transport_offset(seg));
+		udp_post_segment_fix_csum(seg);
+	}
+	return segs;
+}
+
+void mrc_kfree_skb_list(struct sk_buff *segs) { kfree_skb_list(segs); }

@@ -6,7 +6,7 @@
 //! away or the module unloads:
 //! 1. remove `/proc/net/mrc`, which waits for running readers;
 //! 2. release the tunnel sockets; each release clears the socket's user data
-//!    and waits for an RCU grace period, so no `encap_rcv` still uses `self`;
+//!    and waits for an RCU grace period, so no `data_ready` still uses `self`;
 //! 3. the pernet core then drops `self`.
 
 use core::{
@@ -41,8 +41,8 @@ use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
-    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain,
-    TxDest, UdpAddrs, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
+    Net, PernetState, ProcEntry, ProcShow, RxBatch, SeqFile, SkBuff, Sock, SockRef, SpinLockBh,
+    TxChain, TxDest, UdpAddrs, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -89,12 +89,17 @@ enum RxDrop {
 struct Stats {
     rx_packets: AtomicU64,
     rx_bytes: AtomicU64,
+    /// GSO packets and GRO trains received, each of several `rx_packets`.
+    rx_gro: AtomicU64,
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
     drop_wrong_source: AtomicU64,
     drop_rcvbuf: AtomicU64,
     drop_rmem_max: AtomicU64,
+    /// Datagrams with a bad UDP checksum, or GSO packets that could not be
+    /// split.
+    drop_udp_checksum: AtomicU64,
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
@@ -127,12 +132,14 @@ impl Stats {
         Self {
             rx_packets: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
+            rx_gro: AtomicU64::new(0),
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
             drop_wrong_source: AtomicU64::new(0),
             drop_rcvbuf: AtomicU64::new(0),
             drop_rmem_max: AtomicU64::new(0),
+            drop_udp_checksum: AtomicU64::new(0),
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
@@ -445,60 +452,92 @@ impl PernetState for MrcNet {
 }
 
 impl EncapHandler for MrcNet {
-    fn receive(&self, mut skb: SkBuff) {
-        let len = skb.len();
-        self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
-        self.stats.rx_bytes.fetch_add(
-            u64::from(len).saturating_sub(UDP_HLEN as u64),
-            Ordering::Relaxed,
-        );
-        if !skb.pull(len) {
-            self.stats.count_drop(RxDrop::NoMemory);
-            return;
+    /// Runs of consecutive datagrams for one connection go to it together:
+    /// one session lookup and one turn of its lock for a GSO packet or a
+    /// GRO train, and one acknowledgement at most.
+    fn receive(&self, mut batch: RxBatch, dropped: u32) {
+        if dropped > 0 {
+            self.stats
+                .drop_udp_checksum
+                .fetch_add(u64::from(dropped), Ordering::Relaxed);
         }
-        let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-        if let Ok(h) = crate::mrc_proto::peek_header(payload) {
+        if batch.len() > 1 {
+            self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut run: Option<(SessionKey, SockRef, RxBatch)> = None;
+        while let Some(mut skb) = batch.pop() {
+            let len = skb.len();
+            self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
+            self.stats.rx_bytes.fetch_add(
+                u64::from(len).saturating_sub(UDP_HLEN as u64),
+                Ordering::Relaxed,
+            );
+            if !skb.pull(len) {
+                self.stats.count_drop(RxDrop::NoMemory);
+                continue;
+            }
+            let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+            let Ok(h) = crate::mrc_proto::peek_header(payload) else {
+                self.receive_unregistered(skb);
+                continue;
+            };
             // A packet from the accepting end is for the connecting end.
-            if let Some(sk) = self.lookup_session(h.session_id, !h.flags.passive()) {
-                mrc_sock::input(&sk, self, skb);
-                return;
+            let key = (h.session_id, !h.flags.passive());
+            if let Some((_, _, b)) = run.as_mut().filter(|(k, _, _)| *k == key) {
+                b.push(skb);
+                continue;
+            }
+            match self.lookup_session(key.0, key.1) {
+                Some(sk) => {
+                    if let Some((_, prev, b)) = run.take() {
+                        mrc_sock::input(&prev, self, b);
+                    }
+                    let mut b = RxBatch::new();
+                    b.push(skb);
+                    run = Some((key, sk, b));
+                }
+                None => self.receive_unregistered(skb),
             }
         }
-        let listener_port = match crate::mrc_proto::decode(payload) {
+        if let Some((_, sk, b)) = run {
+            mrc_sock::input(&sk, self, b);
+        }
+    }
+}
+
+impl MrcNet {
+    /// A datagram for no registered connection (`data` at the UDP header,
+    /// linear): a SYN for a listener, or answered with an RST.
+    fn receive_unregistered(&self, skb: SkBuff) {
+        let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+        let header = match crate::mrc_proto::decode(payload) {
             Err(e) => {
                 self.stats.count_drop(RxDrop::Decode(e));
                 return;
             }
             Ok(pkt) => match pkt.body {
-                Body::Syn(hs) => Some((hs.dst_port, pkt.header)),
-                _ => {
-                    self.stats.count_drop(RxDrop::NoSession);
-                    if let Some(a) = skb.udp_addrs() {
-                        self.reply_rst(&a, &pkt.header);
+                Body::Syn(hs) => {
+                    let port = hs.dst_port;
+                    // A listener bound to one address hears only SYNs sent
+                    // to it.
+                    let dst = skb.udp_addrs().map(|a| a.dst);
+                    let listener = self
+                        .lookup_port(port)
+                        .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
+                    if let Some(l) = listener {
+                        if !mrc_sock::syn_received(&l, skb) {
+                            self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
+                        }
+                        return;
                     }
-                    return;
+                    pkt.header
                 }
+                _ => pkt.header,
             },
         };
-        if let Some((port, header)) = listener_port {
-            // A listener bound to one address hears only SYNs sent to it.
-            let dst = skb.udp_addrs().map(|a| a.dst);
-            let listener = self
-                .lookup_port(port)
-                .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
-            match listener {
-                Some(l) => {
-                    if !mrc_sock::syn_received(&l, skb) {
-                        self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                None => {
-                    self.stats.count_drop(RxDrop::NoSession);
-                    if let Some(a) = skb.udp_addrs() {
-                        self.reply_rst(&a, &header);
-                    }
-                }
-            }
+        self.stats.count_drop(RxDrop::NoSession);
+        if let Some(a) = skb.udp_addrs() {
+            self.reply_rst(&a, &header);
         }
         // Anything not handed on is freed as a drop.
     }
@@ -933,6 +972,7 @@ impl ProcShow for MrcNet {
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
         writeln!(out, "rx_packets {}", get(&s.rx_packets))?;
         writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
+        writeln!(out, "rx_gro {}", get(&s.rx_gro))?;
         writeln!(out, "tx_packets {}", get(&s.tx_packets))?;
         writeln!(out, "tx_gso {}", get(&s.tx_gso))?;
         writeln!(out, "tx_bytes {}", get(&s.tx_bytes))?;
@@ -944,6 +984,7 @@ impl ProcShow for MrcNet {
         writeln!(out, "drop_wrong_source {}", get(&s.drop_wrong_source))?;
         writeln!(out, "drop_rcvbuf {}", get(&s.drop_rcvbuf))?;
         writeln!(out, "drop_rmem_max {}", get(&s.drop_rmem_max))?;
+        writeln!(out, "drop_udp_checksum {}", get(&s.drop_udp_checksum))?;
         for (why, c) in CONN_DROPS.iter().zip(s.drop_conn.iter()) {
             writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
         }

@@ -8,7 +8,8 @@
 //! - Socket calls run in process context under the socket lock
 //!   ([`Sock::lock`], `lock_sock`), which serialises them per socket and is
 //!   dropped while they sleep.
-//! - Packets arrive in softirq (`encap_rcv`, see `mrc_net`), timers fire in
+//! - Packets arrive in softirq, a batch at a time (`data_ready` of the tunnel
+//!   socket, see `mrc_net`), timers fire in
 //!   softirq (hrtimer, soft mode), and listeners finish handshakes in a work
 //!   item. All three and the socket calls meet at [`MrcSock::inner`], a
 //!   spinlock taken with bottom halves disabled, which guards the connection
@@ -52,10 +53,10 @@ use crate::mrc_conn::{
 use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
-use crate::mrc_proto::{self, Body, Endpoint, PacketType, MAX_ENDPOINTS};
+use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
-    OptIn, OptOut, PathReq, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest,
+    OptIn, OptOut, PathReq, RxBatch, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -906,19 +907,54 @@ fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
     r
 }
 
-/// A packet for a registered session, in softirq. `skb.data` is at the UDP
-/// header. It is decoded (and its checksum verified) before the
-/// connection's lock is taken: the other CPU's softirq, the sender and the
-/// timer take that lock too, for every packet of the connection's paths.
-pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
+/// Datagrams for a registered session, in softirq, each with `data` at its
+/// UDP header: a run that arrived together (one GSO packet or GRO train).
+/// They are taken under one turn of the connection's lock, which the other
+/// CPU's softirq, the sender and the timer take too, and the connection
+/// answers once for all of them: an acknowledgement that several packets
+/// asked for goes out once.
+pub(crate) fn input(sk: &Sock, net: &MrcNet, mut batch: RxBatch) {
     let now = mrc_sys::now_ns();
+    let mut answer_rst = None;
+    let after = {
+        let mut inner = sk.state().inner.lock();
+        while let Some(skb) = batch.pop() {
+            if inner.dead {
+                return;
+            }
+            let handshake_peer = inner.peer.map(|p| p.ip);
+            let Some(s) = inner.sess.as_deref_mut() else {
+                return;
+            };
+            if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
+                answer_rst = Some(rst);
+            }
+        }
+        drive(sk, net, &mut inner, now)
+    };
+    settle(sk, net, after);
+    if let Some((h, a)) = answer_rst {
+        net.reply_rst(&a, &h);
+    }
+}
+
+/// One datagram of [`input`], under the connection's lock. Returns the
+/// header and addresses of a packet to answer with an RST.
+fn input_one(
+    sk: &Sock,
+    net: &MrcNet,
+    s: &mut Session,
+    handshake_peer: Option<IpAddr>,
+    mut skb: SkBuff,
+    now: u64,
+) -> Option<(Header, UdpAddrs)> {
     let total = skb.len();
     let ce = skb.ecn_ce();
     let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
     let pkt = match mrc_proto::decode(data) {
         Err(e) => {
             net.count_decode_drop(e);
-            return;
+            return None;
         }
         Ok(pkt) => pkt,
     };
@@ -930,72 +966,57 @@ pub(crate) fn input(sk: &Sock, net: &MrcNet, mut skb: SkBuff) {
         net.count_ecn_echo();
     }
     let addrs = skb.udp_addrs();
+    // The session id travels in clear text: whoever learnt it must still
+    // send from one of the peer's addresses to reach the connection.
+    let path_id = pkt.header.path_id;
     let src = addrs.map(|a| a.src);
-    let mut answer_rst = None;
-    let after = {
-        let mut inner = sk.state().inner.lock();
-        if inner.dead {
-            return;
+    if !src.is_some_and(|ip| handshake_peer == Some(ip) || s.is_peer_addr(&ip, path_id)) {
+        net.count_wrong_source();
+        return None;
+    }
+    // Payload is charged at its real size before the connection takes (and
+    // acknowledges) it.
+    if let Body::Data(_) = pkt.body {
+        let limit = sk.rcvbuf();
+        let in_order = pkt.header.seq == s.conn.rcv_nxt();
+        if !mrc_limit::admit_rx(sk.rmem_alloc(), skb.truesize(), limit, in_order) {
+            net.count_rx_no_room(false);
+            return None;
         }
-        let handshake_peer = inner.peer.map(|p| p.ip);
-        let Some(s) = inner.sess.as_deref_mut() else {
-            return;
-        };
-        // The session id travels in clear text: whoever learnt it must still
-        // send from one of the peer's addresses to reach the connection.
-        let path_id = pkt.header.path_id;
-        if !src.is_some_and(|ip| handshake_peer == Some(ip) || s.is_peer_addr(&ip, path_id)) {
-            net.count_wrong_source();
-            return;
+        if !skb.charge_rx(sk) {
+            net.count_rx_no_room(true);
+            return None;
         }
-        // Payload is charged at its real size before the connection takes
-        // (and acknowledges) it.
-        if let Body::Data(_) = pkt.body {
-            let limit = sk.rcvbuf();
-            let in_order = pkt.header.seq == s.conn.rcv_nxt();
-            if !mrc_limit::admit_rx(sk.rmem_alloc(), skb.truesize(), limit, in_order) {
-                net.count_rx_no_room(false);
-                return;
+    }
+    s.heard_on(pkt.header.path_id, now);
+    match s.conn.handle_packet_ecn(now, &pkt, ce) {
+        Input::Store { seq } => {
+            // Counted here, like the connection's `ce_received`, so a
+            // duplicate of a marked packet is not counted twice.
+            if ce {
+                net.count_ecn_ce();
             }
-            if !skb.charge_rx(sk) {
-                net.count_rx_no_room(true);
-                return;
-            }
-        }
-        s.heard_on(pkt.header.path_id, now);
-        let res = s.conn.handle_packet_ecn(now, &pkt, ce);
-        match res {
-            Input::Store { seq } => {
-                // Counted here, like the connection's `ce_received`, so a
-                // duplicate of a marked packet is not counted twice.
-                if ce {
-                    net.count_ecn_ce();
-                }
-                // Keep only the payload; the packet was cleaned and charged
-                // above.
-                if skb.pull_front(total - payload_len) {
-                    if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
-                        *slot = Some(skb);
-                    }
+            // Keep only the payload; the packet was cleaned and charged
+            // above.
+            if skb.pull_front(total - payload_len) {
+                if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
+                    *slot = Some(skb);
                 }
             }
-            Input::Dropped(why) => {
-                net.count_conn_drop(why);
-                // A connection that is over but not yet unregistered answers
-                // as one that is gone, which completes an abort the peer
-                // challenged (RFC 5961): its RST then carries the sequence
-                // number the peer's ACK asked for.
-                if why == DropReason::BadState && matches!(s.conn.state(), State::Closed(_)) {
-                    answer_rst = Some(pkt.header);
-                }
-            }
-            Input::Consumed => {}
+            None
         }
-        drive(sk, net, &mut inner, now)
-    };
-    settle(sk, net, after);
-    if let (Some(h), Some(a)) = (answer_rst, addrs) {
-        net.reply_rst(&a, &h);
+        Input::Dropped(why) => {
+            net.count_conn_drop(why);
+            // A connection that is over but not yet unregistered answers as
+            // one that is gone, which completes an abort the peer challenged
+            // (RFC 5961): its RST then carries the sequence number the
+            // peer's ACK asked for.
+            if why == DropReason::BadState && matches!(s.conn.state(), State::Closed(_)) {
+                return addrs.map(|a| (pkt.header, a));
+            }
+            None
+        }
+        Input::Consumed => None,
     }
 }
 

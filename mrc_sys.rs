@@ -783,33 +783,131 @@ pub(crate) fn with_bh_disabled<R>(f: impl FnOnce() -> R) -> R {
 
 /// Receiver of the datagrams of a [`UdpTunnel`], called in softirq context.
 pub(crate) trait EncapHandler: Sync {
-    /// Takes one datagram whose `data` points at the UDP header.
-    fn receive(&self, skb: SkBuff);
+    /// Takes the datagrams that arrived together (one datagram, or the
+    /// datagrams of one GSO packet or GRO train), each with `data` at its
+    /// UDP header and its UDP checksum verified; `dropped` more of them
+    /// failed that check or could not be split.
+    fn receive(&self, batch: RxBatch, dropped: u32);
 }
 
-/// `encap_rcv` of the tunnel socket: hands each datagram to the handler.
+/// `sk_data_ready` of the tunnel socket: hands everything queued on it to
+/// the handler, a batch at a time.
 ///
 /// # Safety
 ///
-/// Called only by UDP receive, in softirq under the RCU read lock, with our
-/// tunnel socket and an skb whose ownership passes to us.
-unsafe extern "C" fn encap_rcv<H: EncapHandler>(
-    sk: *mut bindings::sock,
-    skb: *mut bindings::sk_buff,
-) -> c_int {
-    // SAFETY: the UDP layer hands us ownership of a valid skb.
-    let skb = SkBuff(unsafe { NonNull::new_unchecked(skb) });
+/// Called only by UDP receive for our tunnel socket, in softirq under the
+/// RCU read lock, after it queued a packet on the socket.
+unsafe extern "C" fn data_ready<H: EncapHandler>(sk: *mut bindings::sock) {
     // SAFETY: `sk` is our tunnel socket and we run under the RCU read lock
     // that UDP receive holds.
     let handler = unsafe { bindings::mrc_sk_user_data(sk) }.cast::<H>();
     if handler.is_null() {
-        // The tunnel is being released; `skb` is freed as a drop.
-        return 0;
+        // The tunnel is being released; what is queued is freed with it.
+        return;
     }
-    // SAFETY: user data is cleared and an RCU grace period waited for before
-    // the handler goes away (`UdpTunnel::drop`), so it is alive here.
-    unsafe { (*handler).receive(skb) };
-    0
+    loop {
+        let mut dropped = 0u32;
+        // SAFETY: `sk` is a live UDP socket (above); the call takes the
+        // queue's locks itself.
+        let list = unsafe { bindings::mrc_udp_dequeue(sk, &mut dropped) };
+        if list.is_null() && dropped == 0 {
+            return;
+        }
+        // SAFETY: `mrc_udp_dequeue` hands us ownership of the list.
+        let batch = unsafe { RxBatch::from_raw(list) };
+        // SAFETY: user data is cleared and an RCU grace period waited for
+        // before the handler goes away (`UdpTunnel::drop`), so it is alive.
+        unsafe { (*handler).receive(batch, dropped) };
+    }
+}
+
+/// Datagrams received together, in arrival order: what a [`UdpTunnel`]
+/// takes from its socket at once, or a run of them for one connection.
+///
+/// # Invariants
+///
+/// `head` is null or the first of a list of owned skbs linked by `next`,
+/// of which `tail` is the last; `len` counts them.
+pub(crate) struct RxBatch {
+    head: *mut bindings::sk_buff,
+    tail: *mut bindings::sk_buff,
+    len: u32,
+}
+
+// SAFETY: the batch owns its packets, which may be freed from any context.
+unsafe impl Send for RxBatch {}
+
+impl RxBatch {
+    /// An empty batch.
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: ptr::null_mut(),
+            tail: ptr::null_mut(),
+            len: 0,
+        }
+    }
+
+    /// Takes ownership of `list`, skbs linked by `next` (null: none).
+    ///
+    /// # Safety
+    ///
+    /// `list` is null or the head of a list of skbs the caller owns and
+    /// gives up, ending with a null `next`.
+    unsafe fn from_raw(list: *mut bindings::sk_buff) -> Self {
+        let mut b = Self::new();
+        let mut p = list;
+        while !p.is_null() {
+            b.tail = p;
+            b.len = b.len.saturating_add(1);
+            // SAFETY: `p` is a packet of the list (caller's guarantee).
+            p = unsafe { bindings::mrc_skb_next(p) };
+        }
+        b.head = list;
+        b
+    }
+
+    /// Appends `skb`.
+    pub(crate) fn push(&mut self, skb: SkBuff) {
+        let p = skb.into_raw();
+        // SAFETY: we own `p` now; a packet on no list may use `next`.
+        unsafe { bindings::mrc_skb_set_next(p, ptr::null_mut()) };
+        if self.tail.is_null() {
+            self.head = p;
+        } else {
+            // SAFETY: `tail` is the last packet of the list (type invariant).
+            unsafe { bindings::mrc_skb_set_next(self.tail, p) };
+        }
+        self.tail = p;
+        self.len = self.len.saturating_add(1);
+    }
+
+    /// Takes the first packet.
+    pub(crate) fn pop(&mut self) -> Option<SkBuff> {
+        let p = NonNull::new(self.head)?;
+        // SAFETY: `head` is an owned packet of the list (type invariant); it
+        // leaves the list with `next` cleared.
+        unsafe {
+            self.head = bindings::mrc_skb_next(p.as_ptr());
+            bindings::mrc_skb_set_next(p.as_ptr(), ptr::null_mut());
+        }
+        if self.head.is_null() {
+            self.tail = ptr::null_mut();
+        }
+        self.len = self.len.saturating_sub(1);
+        Some(SkBuff(p))
+    }
+
+    /// How many packets the batch holds.
+    pub(crate) fn len(&self) -> u32 {
+        self.len
+    }
+}
+
+impl Drop for RxBatch {
+    fn drop(&mut self) {
+        // SAFETY: we own the list (type invariant).
+        unsafe { bindings::mrc_kfree_skb_list(self.head) };
+    }
 }
 
 /// TOS (IPv4) and traffic class (IPv6) of every packet sent: ECN-capable
@@ -818,7 +916,8 @@ unsafe extern "C" fn encap_rcv<H: EncapHandler>(
 /// connection echoes the mark (see `Conn::handle_packet_ecn`).
 const INET_ECN_ECT_0: u8 = 2;
 
-/// A kernel UDP socket in encapsulation mode (`udp_tunnel`).
+/// A kernel UDP socket that takes MRC's datagrams a batch at a time (see
+/// [`EncapHandler`]) and sends them with `udp_tunnel*_xmit_skb`.
 ///
 /// # Invariants
 ///
@@ -867,15 +966,16 @@ impl UdpTunnel {
         };
         to_result(ret)?;
         let sock = NonNull::new(sock).ok_or(EINVAL)?;
-        // SAFETY: all-zero is a valid `udp_tunnel_sock_cfg` (no callbacks).
-        let mut tcfg: bindings::udp_tunnel_sock_cfg =
-            unsafe { MaybeUninit::zeroed().assume_init() };
-        tcfg.sk_user_data = handler.cast_mut().cast::<c_void>();
-        tcfg.encap_type = 1;
-        tcfg.encap_rcv = Some(encap_rcv::<H>);
-        // SAFETY: `sock` is a fresh UDP socket of `net`; `tcfg` is valid and
-        // the caller keeps `handler` alive for the life of the tunnel.
-        unsafe { bindings::setup_udp_tunnel_sock(net.as_ptr(), sock.as_ptr(), &mut tcfg) };
+        // SAFETY: `sock` is a fresh UDP socket; the caller keeps `handler`
+        // alive for the life of the tunnel, and `data_ready::<H>` expects
+        // exactly that user data.
+        unsafe {
+            bindings::mrc_udp_sock_setup(
+                (*sock.as_ptr()).sk,
+                handler.cast_mut().cast::<c_void>(),
+                Some(data_ready::<H>),
+            )
+        };
         Ok(Self(sock))
     }
 }
@@ -1082,8 +1182,8 @@ impl UdpTunnel {
     /// Stops handing datagrams to the handler; once [`synchronize_net`] has
     /// returned, no receive callback uses it any more.
     pub(crate) fn detach(&self) {
-        // SAFETY: `self.0` is live; clearing the user data makes `encap_rcv`
-        // drop what it receives from now on.
+        // SAFETY: `self.0` is live; clearing the user data makes `data_ready`
+        // leave what arrives from now on queued, to be freed with the socket.
         unsafe { bindings::mrc_sk_clear_user_data((*self.0.as_ptr()).sk) };
     }
 }
@@ -1098,7 +1198,7 @@ impl Drop for UdpTunnel {
     fn drop(&mut self) {
         // SAFETY: we own the socket. `udp_tunnel_sock_release` clears the user
         // data and waits for an RCU grace period before it releases the
-        // socket, so no `encap_rcv` can use the handler afterwards.
+        // socket, so no `data_ready` can use the handler afterwards.
         unsafe { bindings::udp_tunnel_sock_release(self.0.as_ptr()) };
     }
 }
