@@ -11,6 +11,7 @@
 #   make netlink-gen regenerate the netlink uapi header from netlink/mrc.yaml
 #   make bench      benchmarks against MPTCP, SCTP, TCP in the VM (BENCHMARKS.md)
 #   make profile    perf profile of one transfer over a veth in the VM (PROTO=, SECS=)
+#   make ab A=REV [B=REV]  two builds of mrc.ko interleaved in one VM boot, TCP alongside
 
 SHELL := /bin/bash
 TOP := $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -78,6 +79,13 @@ bench:
 .PHONY: profile
 profile:
 	$(TOP)/bench/profile.sh $(or $(PROTO),mrc) $(or $(SECS),4)
+
+# Goodput and CPU per MB of two builds of the module (A, B: git revisions;
+# B defaults to the working tree), interleaved in one boot of the release
+# VM with TCP alongside. Settings in bench/ab.sh.
+.PHONY: ab
+ab:
+	$(TOP)/bench/ab.sh $(A) $(B)
 
 clean:
 	-[ -d "$(KDIR)" ] && $(KMAKE) clean

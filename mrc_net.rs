@@ -2,6 +2,46 @@
 
 //! Per-namespace state: the UDP tunnel sockets, counters and `/proc/net/mrc`.
 //!
+//! # The batched datapath
+//!
+//! A datagram costs MRC a trip through routing, the IP output path, the
+//! qdisc and the device on the way out, and through the IP and UDP receive
+//! paths on the way in, whatever its size. So packets move in batches:
+//!
+//! - **Send.** The data packets a connection builds for one path in one go
+//!   (up to [`TX_BATCH_SEGS`], [`TX_BATCH_BYTES`]) leave as one UDP GSO
+//!   packet, each `gso_size` chunk a whole MRC packet with its own header
+//!   (module parameter `gso`). The stack or the device splits it where the
+//!   packet must go out as datagrams; a veth hands it on whole. As TCP and
+//!   `UDP_SEGMENT` do, this does not depend on the device's offloads: GSO in
+//!   software, after the qdisc, still saves the per-datagram trip above.
+//!   A connection sprays its packets over its paths in turn, and a
+//!   [`TxChain`] keeps a batch open for each of up to 8 paths at once, so
+//!   spraying happens at the granularity of these batches.
+//! - **Receive.** Since v6.9, UDP splits every GSO packet bound for a socket
+//!   with an `encap_rcv` before it gets there (`udp_unexpected_gso()`), so
+//!   the tunnel socket has none. It is a plain kernel UDP socket that
+//!   accepts GSO packets (`udp_allow_gso()`), lets UDP GRO aggregate its
+//!   flows (`GRO_ENABLED`, for a NIC or a veth with GRO on), and is read
+//!   from its `data_ready` callback, in softirq, right after UDP queued a
+//!   packet (as SUNRPC reads its sockets). The other way, MRC's own
+//!   `gro_receive`/`gro_complete` (Homa's), would batch only what GRO
+//!   aggregates, not a sender's GSO packet on a veth, and depends on GRO
+//!   internals that change between kernel versions. A GSO packet or GRO
+//!   train is split into its datagrams there (`udp_rcv_segment()`, as UDP
+//!   would) and [`EncapHandler::receive`] gets them together: a run of
+//!   datagrams for one connection costs one session lookup and one turn of
+//!   the connection's lock (`mrc_sock::input`).
+//! - **Acknowledgements.** The connection is driven once per run, so an
+//!   acknowledgement that several of its packets ask for goes out once;
+//!   when one is due is the connection's ACK policy (`mrc_conn`).
+//! - **Memory.** Every packet a connection keeps is charged at its
+//!   `truesize` to the MRC socket's receive buffer and to the module-wide
+//!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);
+//!   past either it is dropped and counted (`drop_rcvbuf`, `drop_rmem_max`).
+//!   The tunnel socket's own queue holds packets only from their arrival to
+//!   the callback that takes them.
+//!
 //! Teardown order (`stop`), run by the pernet core when a namespace goes
 //! away or the module unloads:
 //! 1. remove `/proc/net/mrc`, which waits for running readers;
