@@ -23,7 +23,9 @@ Layout of OUTDIR (written by run-guest.sh):
 
 A run's meta.env holds the tick counts of the "cpu" line of /proc/stat at
 the client's launch and exit (cpu_ticks_t0, cpu_ticks_client_exit, JSON
-arrays; clk_tck ticks per second); run records summarize them as "cpu".
+arrays; clk_tck ticks per second), for mrc-perf and mptcp_connect alike;
+run records summarize them as "cpu", next to the bytes the server verified
+("verify"), which bench/report.py divides them by.
 
 Usage:
     collect.py header OUTDIR       JSON of meta.env and module.txt
@@ -285,9 +287,13 @@ def run_record(rdir, transport):
                     " ".join((rec["client_stderr"] or rec["server_stderr"] or "").splitlines()[-2:])))
         rec["verify"] = {
             "bytes_sent": meta.get("bytes"),
+            "bytes_received": meta.get("bytes") if meta.get("cmp_sent_ok") is True else None,
             "bytes_lost": 0 if meta.get("cmp_sent_ok") is True else None,
             "digest_match": meta.get("cmp_sent_ok") is True,
         }
+        cpu = cpu_usage(meta)
+        if cpu is not None:
+            rec["cpu"] = cpu
         return rec
 
     client = read_json(os.path.join(rdir, "client.json"))

@@ -63,6 +63,9 @@ POST_FAILURE_SKIP_S = 0.5
 # of at least GAP_KEPT_MS with their place in the timeline.
 FAILOVER_WINDOW_S = 1.0
 GAP_KEPT_MS = 5.0
+# Bytes in a megabyte of the CPU time per megabyte delivered (decimal, as
+# the Mbit/s of the goodput).
+MB = 1e6
 
 
 # --- Arithmetic -------------------------------------------------------------------
@@ -173,6 +176,33 @@ def run_transfer_s(run):
     return client(run).get("elapsed_s")
 
 
+def run_bytes_delivered(run):
+    """Bytes the receiver verified: what mrc-perf's server received, summed
+    over the connections (checked against the client's counts and digests
+    by collect.verify), or mptcp_connect's transfer when cmp found it
+    intact; None when unknown."""
+    b = (run.get("verify") or {}).get("bytes_received")
+    return b if isinstance(b, (int, float)) and not isinstance(b, bool) else None
+
+
+def run_cpu_per_mb(run):
+    """Busy CPU time of the whole VM (user, nice, system, irq, softirq of all
+    CPUs; collect.cpu_usage) from the client's launch to its exit, in ms per
+    megabyte delivered. Both ends run in the VM, so it is the cost of both.
+    None without the CPU record or without bytes."""
+    busy = (run.get("cpu") or {}).get("busy_s")
+    b = run_bytes_delivered(run)
+    if busy is None or not b:
+        return None
+    return busy * 1000 / (b / MB)
+
+
+def run_busy_pct(run):
+    """Busy share of the VM's CPUs over the same time, in %."""
+    share = (run.get("cpu") or {}).get("busy_share")
+    return share * 100 if share is not None else None
+
+
 def run_rtt(run, p):
     r = client(run).get("rtt_us") or {}
     return r.get(p)
@@ -265,9 +295,11 @@ def failover_metrics(run, scenario):
 # --- Metrics per scenario kind ------------------------------------------------------
 
 # (key, label, unit, higher_better, per-run function(run, scenario))
+CPU_PER_MB = ("cpu_per_mb", "VM CPU per MB delivered", "ms", False, lambda r, s: run_cpu_per_mb(r))
 METRICS = {
     "throughput": [
         ("goodput", "goodput", "Mbit/s", True, lambda r, s: run_goodput(r)),
+        CPU_PER_MB,
     ],
     "failover": [
         ("failover_gap", "longest delivery gap at the failure", "ms", False,
@@ -289,6 +321,7 @@ METRICS = {
         ("goodput", "aggregate goodput", "Mbit/s", True, lambda r, s: run_goodput(r)),
         ("late", "connections whose hello left > 1 s after the start", "", False,
          lambda r, s: run_late_starts(r)),
+        CPU_PER_MB,
     ],
     "simult": [
         ("time", "transfer time", "s", False, lambda r, s: run_transfer_s(r)),
@@ -397,6 +430,35 @@ def summary_table(results):
             mrc_vs = ("%.2f× %s" % (r, LABEL.get(row["best_peer"], ""))) if r is not None else "–"
             lines.append("| %s | %s | %s | %s |" % (scenario_label(sc), metric, " | ".join(cells), mrc_vs))
     return lines if len(lines) > 2 else []
+
+
+def cpu_table(results):
+    """Median busy share of the VM's CPUs over the successful runs, per
+    scenario and transport (path-scaling has its own table)."""
+    scs = [sc for sc in results.get("scenarios") or [] if sc.get("kind") != "scaling"]
+    cols = [t for t in present(results) if any(t in (sc.get("transports") or {}) for sc in scs)]
+    rows = []
+    for sc in scs:
+        cells, seen = [], False
+        for t in cols:
+            runs = ((sc.get("transports") or {}).get(t) or {}).get("runs") or []
+            okr = [r for r in runs if r.get("ok")]
+            v = median([run_busy_pct(r) for r in okr])
+            if not runs:
+                cells.append("–")
+            elif not okr:
+                cells.append("failed (0/%d)" % len(runs))
+            elif v is None:
+                cells.append("?")
+            else:
+                seen = True
+                cells.append("%.0f %%%s" % (v, "" if len(okr) == len(runs) else " %d/%d" % (len(okr), len(runs))))
+        if seen:
+            rows.append("| %s | %s |" % (sc.get("id"), " | ".join(cells)))
+    if not rows:
+        return []
+    return ["| Scenario | " + " | ".join(LABEL.get(t, t) for t in cols) + " |",
+            "|---|" + "---|" * len(cols)] + rows
 
 
 def failover_table(results):
@@ -768,8 +830,17 @@ def markdown(results, plots):
         lines += ["### Summary", "",
                   "Median of the successful repetitions; in parentheses, the ratio to the best peer of MRC on "
                   "that row (best of MPTCP, SCTP and TCP, in bold). ↑ higher is better, ↓ lower is better. "
-                  "`k/n`: only k of n repetitions succeeded; `failed`: none did (errors below).", ""]
+                  "`k/n`: only k of n repetitions succeeded; `failed`: none did (errors below). "
+                  "*VM CPU per MB delivered*: busy CPU time of the whole VM, both ends and mrc-perf included "
+                  "(`/proc/stat`, from the client's launch to its exit), in ms per 10⁶ bytes the server "
+                  "verified; the median of the runs' quotients.", ""]
         lines += sm
+    ct = cpu_table(results)
+    if ct:
+        lines += ["", "### VM CPU busy", "",
+                  "Median share of the VM's CPUs busy (user, nice, system, irq, softirq of all vCPUs, "
+                  "`/proc/stat`) from the client's launch to its exit, over the successful repetitions; "
+                  "near 100 % the CPU, not the path, is the limit.", ""] + ct
     ft = failover_table(results)
     if ft:
         lines += ["", "### Failover", ""] + ft
@@ -1159,6 +1230,29 @@ def self_test():
     check("per-connection goodput over the client's time", run_conn_goodputs(late), [8.0, 0.8])
     check("late starts", run_late_starts({"client": {"conns": [{"hello_us": 10}, {"hello_us": 2_000_000}]}}), 1)
     check("late starts unknown", run_late_starts({"client": {"conns": [{"hello_us": None}]}}), None)
+    # CPU per MB delivered: each run's busy seconds over its verified
+    # megabytes, then the median of those quotients over the successful
+    # runs. MRC's runs: 6.0 s / 25 MB, 9.0 s / 28.125 MB, 4.0 s / 31.25 MB
+    # = 240, 320, 128 ms per MB: the median is 240, where the quotient of
+    # the medians would be 213.3 and the mean 229.3.
+    check("CPU per MB of one run", run_cpu_per_mb(
+        {"cpu": {"busy_s": 6.0}, "verify": {"bytes_received": 25_000_000}}), 240.0)
+    check("CPU per MB without bytes", run_cpu_per_mb({"cpu": {"busy_s": 6.0}, "verify": {"bytes_received": 0}}), None)
+    check("CPU per MB without CPU ticks", run_cpu_per_mb({"verify": {"bytes_received": 25_000_000}}), None)
+    pe = {r["key"]: r for r in summarize(by["planes-equal"])}
+    cpm = pe["cpu_per_mb"]
+    check("planes-equal CPU per MB row is lower-better", (cpm["higher_better"], cpm["unit"]), (False, "ms"))
+    check("planes-equal CPU per MB, MRC median", cpm["cells"]["mrc"]["median"], 240.0)
+    check("planes-equal CPU per MB, SCTP median", cpm["cells"]["sctp"]["median"], 3.0 * 1000 / 29.375)
+    # TCP: 60 and 80 ms per MB; its failed run (5000) stays out.
+    check("planes-equal CPU per MB, TCP median (2 of 3 ok)", cpm["cells"]["tcp"]["median"], 70.0)
+    check("planes-equal CPU per MB, best peer is the lowest", (cpm["best_peer"], cpm["best_value"]), ("tcp", 70.0))
+    check("planes-equal CPU per MB, MRC ratio", cpm["cells"]["mrc"]["ratio"], 240 / 70)
+    check("planes-equal CPU per MB, MPTCP ratio", cpm["cells"]["mptcp"]["ratio"], 80 / 70)
+    fcpm = {r["key"]: r for r in summarize(by["fairness"])}["cpu_per_mb"]
+    check("fairness CPU per MB, MRC against TCP", (fcpm["cells"]["mrc"]["median"], fcpm["cells"]["mrc"]["ratio"]),
+          (1600.0, 0.8))
+    check("no CPU per MB row for failover", "cpu_per_mb" in {r["key"] for r in summarize(by["failover"])}, False)
     fo = {r["key"]: r for r in summarize(by["failover"])}
     check("failover gap MRC", fo["max_gap"]["cells"]["mrc"]["median"], 50.0)
     check("failover recovery MRC", fo["recovery"]["cells"]["mrc"]["median"], 50.0, tol=1e-6)
@@ -1172,6 +1266,9 @@ def self_test():
     check("markdown failed cell", "failed (0/1)" in md, True)
     check("markdown lists failures", "`failover` TCP rep 1: conn 0: message 9: Resource temporarily" in md, True)
     check("markdown synthetic banner", "synthetic test input" in md, True)
+    check("markdown CPU per MB row", "| 4 equal planes (50/50/50/50 Mbit/s) | VM CPU per MB delivered, ms ↓ | "
+          "240 (3.43×) | 80.0 (1.14×) | 102 (1.46×) | **70.0** (1.00×) 2/3 | 3.43× TCP |" in md, True)
+    check("markdown VM CPU busy row", "| planes-equal | 60 % | – | 90 % | 30 % | 21 % 2/3 |" in md, True)
     doc = "a\n" + BEGIN + "\nold\n" + END + "\nb\n"
     # 16 MiB in 16 KiB messages: 1024 messages of 12 packets (11 full, one of
     # 896 bytes), 86 bytes of headers each, at 20 Mbit/s.
@@ -1214,6 +1311,18 @@ def self_test():
     check("extract: complete", back["complete"], True)
     cut = collect.results_from_log("".join(blocks[:-3]))
     check("extract: cut-off output is incomplete", cut["complete"], False)
+    # An mptcp_connect run: its CPU ticks, and its file counts as delivered
+    # only when cmp found it intact.
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "meta.env"), "w") as f:
+            f.write("rep=1\ntransport=mptcp_connect\nt0=100.0\nt_client_exit=102.0\nclient_rc=0\nserver_rc=0\n"
+                    "cpu_ticks_t0=[100,0,100,1000,0,0,0,0,0,0]\ncpu_ticks_client_exit=[200,0,250,1100,0,0,50,0,0,0]\n"
+                    "clk_tck=100\nbytes=16777216\ncmp_sent_ok=true\ncmp_back_ok=true\n")
+        mc = collect.run_record(d, "mptcp_connect")
+    check("mptcp_connect run: CPU busy seconds", (mc["ok"], mc["cpu"]["busy_s"], mc["cpu"]["busy_share"]), (True, 3.0, 0.75))
+    check("mptcp_connect run: CPU per MB", run_cpu_per_mb(mc), 3.0 * 1000 / 16.777216)
+    check("mptcp_connect run, data differs: nothing delivered", run_cpu_per_mb(
+        {"cpu": mc["cpu"], "verify": {"bytes_sent": 16777216, "bytes_received": None}}), None)
 
     # The path-scaling scenario on crafted raw files in the guest's layout
     # (testdata/scaling, see testdata/README): points, CPU ticks, counters.
@@ -1224,6 +1333,9 @@ def self_test():
           [(1, 1), (1, 2), (8, 1), (8, 2), (256, 1), (256, 2)])
     check("scaling: CPU busy seconds", ssc["transports"]["mrc"]["runs"][0]["cpu"]["busy_s"], 2.0)
     check("scaling: CPU busy share", ssc["transports"]["mrc"]["runs"][0]["cpu"]["busy_share"], 0.5)
+    # The same run from the raw files: 2.0 s of busy CPU over the
+    # 149995520 bytes the server verified.
+    check("recorded CPU per MB", run_cpu_per_mb(ssc["transports"]["mrc"]["runs"][0]), 2.0 * 1000 / 149.99552)
     pts = {p["paths_target"]: p for p in scaling_points(ssc)}
     check("scaling: µs per DATA packet, 1 path", pts[1]["us_per_data_pkt"], 21.0)
     check("scaling: µs per DATA packet, 8 paths", pts[8]["us_per_data_pkt"], 24.4)

@@ -14,9 +14,11 @@
 #     c4 10.80.4.1/24 ------ plane 4 ------ s4 10.80.4.2/24
 #     u0 10.81.0.1/24 ------ unshaped ----- u0 10.81.0.2/24   (own scenarios)
 #
-# The path-scaling scenario runs MRC alone on the unshaped veth, once per
-# path count (BENCH_SCALE_PATHS), and records the CPU time of the whole VM
-# around each transfer (/proc/stat) for the cost per packet.
+# Every transfer records the CPU time of the whole VM (/proc/stat) from the
+# client's launch to its exit: both namespaces are in the one VM, so that
+# is both ends' cost, per megabyte delivered in the report. The
+# path-scaling scenario runs MRC alone on the unshaped veth, once per path
+# count (BENCH_SCALE_PATHS), for the cost per packet.
 #
 # A plane is shaped on the egress of both ends: netem (delay, loss) as the
 # root qdisc with a tbf (rate) child, TSO/GSO off so that rate and loss
@@ -525,7 +527,7 @@ run_perf() {
 # simult_flows.sh runs it (BENCH_SIMULT_BYTES, 16 MiB, from the client and
 # 80 KiB back).
 run_mptcp_connect() {
-	local dir=$1 max=$2 port=$((PORT_BASE + seq_no)) spid crc=0 src=0 t0 t1 i
+	local dir=$1 max=$2 port=$((PORT_BASE + seq_no)) spid crc=0 src=0 t0 t1 i cpu0 cpu1
 	mkdir -p "$dir"
 	printf 'transport=mptcp_connect\nport=%s\nmax_time_ms=%s\n' "$port" "$max" >>"$dir/meta.env"
 	if [ ! -x "$mptcp_connect" ]; then
@@ -539,18 +541,24 @@ run_mptcp_connect() {
 		ip netns exec "$SRV" ss -Hltn "sport = :$port" | grep -q . && break
 		sleep 0.05
 	done
+	cpu_ticks cpu0
 	t0=$EPOCHREALTIME
 	ip netns exec "$CLI" timeout 61 "$mptcp_connect" -jt 30 -p "$port" -T "$max" "$SERVER_ADDR" \
 		<"$tmp/large" >"$tmp/cout" 2>"$dir/client.err" || crc=$?
 	t1=$EPOCHREALTIME
+	cpu_ticks cpu1
 	wait "$spid" || src=$?
 	local cmp_large=0 cmp_small=0
 	cmp -s "$tmp/large" "$tmp/sout" || cmp_large=1
 	cmp -s "$tmp/small" "$tmp/cout" || cmp_small=1
-	printf 't0=%s\nt_client_exit=%s\nclient_rc=%s\nserver_rc=%s\n' "$t0" "$t1" "$crc" "$src" >>"$dir/meta.env"
-	printf 'bytes=%s\ncmp_sent_ok=%s\ncmp_back_ok=%s\n' "$(stat -c %s "$tmp/large")" \
-		"$([ $cmp_large = 0 ] && echo true || echo false)" \
-		"$([ $cmp_small = 0 ] && echo true || echo false)" >>"$dir/meta.env"
+	{
+		printf 't0=%s\nt_client_exit=%s\nclient_rc=%s\nserver_rc=%s\n' "$t0" "$t1" "$crc" "$src"
+		# CPU time of the whole VM from the client's launch to its exit.
+		printf 'cpu_ticks_t0=%s\ncpu_ticks_client_exit=%s\nclk_tck=%s\n' "$cpu0" "$cpu1" "$CLK_TCK"
+		printf 'bytes=%s\ncmp_sent_ok=%s\ncmp_back_ok=%s\n' "$(stat -c %s "$tmp/large")" \
+			"$([ $cmp_large = 0 ] && echo true || echo false)" \
+			"$([ $cmp_small = 0 ] && echo true || echo false)"
+	} >>"$dir/meta.env"
 	counters "$dir" mptcp_connect
 }
 
