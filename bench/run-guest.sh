@@ -25,6 +25,9 @@
 # apply to wire-sized packets. The simult_flows scenarios rebuild the
 # topology of the kernel's MPTCP selftest of that name instead.
 #
+# The *-gro scenarios repeat a plane or unshaped scenario with GRO on at
+# the receiving (server) end of each veth, see gro_rx().
+#
 # The raw files of every run go under OUTDIR (layout in bench/collect.py);
 # with --emit, each finished scenario is also printed on stdout as gzip +
 # base64 lines prefixed with "@@mrc-bench ", so the host can rebuild
@@ -74,7 +77,7 @@ else
 fi
 SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
 PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
-SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-unequal,planes-loss,failover,unshaped,unshaped-9000,latency,fairness,simult,path-scaling}
+SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-equal-gro,planes-unequal,planes-loss,failover,unshaped,unshaped-gro,unshaped-9000,unshaped-9000-gro,latency,fairness,simult,path-scaling}
 # Paths per MRC connection of the path-scaling scenario.
 SCALE_PATHS=${BENCH_SCALE_PATHS:-1,8,64,256}
 RATE=${BENCH_PLANE_RATE:-50}
@@ -108,6 +111,8 @@ HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 *
 PORT_BASE=20000
 # Unit of the tick counts of /proc/stat.
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# 1 in the GRO variants of a scenario (gro_rx), set by the scenario.
+SC_GRO=0
 
 log() { printf '[bench %s] %s\n' "$(date +%T)" "$*"; }
 has() { case ",$1," in *",$2,"*) return 0 ;; esac; return 1; }
@@ -149,6 +154,26 @@ ns_add() {
 offloads_off() {
 	ip netns exec "$1" ethtool -K "$2" tso off gso off gro off >/dev/null ||
 		echo "warning: $2: could not turn TSO/GSO/GRO off" >&2
+}
+
+# gro_rx NS DEV [PEER_NS PEER_DEV]: GRO on at the receiving end DEV of a
+# veth, for the GRO variants of the scenarios. veth runs GRO (in its NAPI
+# poll) only on packets that come from a peer without TSO
+# (veth_skb_is_eligible_for_gro() in drivers/net/veth.c): given the
+# sending end, its TSO is turned off as well, GSO left as it is. Unlike
+# offloads_off, a refusal fails the set-up, as the run would measure the
+# base scenario under another name; the outcome is recorded with the
+# topology (offloads_*.txt).
+gro_rx() {
+	local k
+	if [ $# -ge 4 ]; then
+		ip netns exec "$3" ethtool -K "$4" tso off >/dev/null
+		k=$(ip netns exec "$3" ethtool -k "$4")
+		grep -q '^tcp-segmentation-offload: off' <<<"$k" || { echo "$4: TSO did not turn off" >&2; return 1; }
+	fi
+	ip netns exec "$1" ethtool -K "$2" gro on >/dev/null
+	k=$(ip netns exec "$1" ethtool -k "$2")
+	grep -q '^generic-receive-offload: on' <<<"$k" || { echo "$2: GRO did not turn on" >&2; return 1; }
 }
 
 # rps NS DEV...: with BENCH_RPS=1 (the default), receive packet steering
@@ -197,13 +222,17 @@ topo_planes() {
 		shape "$SRV" "s$p" "$rate" "$DELAY_MS" "$loss"
 		ip -n "$CLI" link set "c$p" up
 		ip -n "$SRV" link set "s$p" up
+		# The client ends' TSO is already off.
+		[ "$SC_GRO" = 0 ] || gro_rx "$SRV" "s$p"
 		rps "$CLI" "c$p"
 		rps "$SRV" "s$p"
 	done
 }
 
 # topo_unshaped [MTU]: one veth pair (MTU 1500 unless given), no qdisc
-# beyond the default, offloads on.
+# beyond the default, offloads as veth has them (TSO and GSO on, GRO off);
+# in the GRO variants, GRO on at the server's end and TSO off at the
+# client's.
 topo_unshaped() {
 	ns_add "$CLI"
 	ns_add "$SRV"
@@ -212,6 +241,7 @@ topo_unshaped() {
 	ip -n "$SRV" addr add 10.81.0.2/24 dev u0
 	ip -n "$CLI" link set u0 up
 	ip -n "$SRV" link set u0 up
+	[ "$SC_GRO" = 0 ] || gro_rx "$SRV" u0 "$CLI" u0
 	rps "$CLI" u0
 	rps "$SRV" u0
 }
@@ -333,6 +363,11 @@ sysctls() { # NS REGEX
 	ip netns exec "$1" sysctl -a 2>/dev/null | grep -E "$2" || true
 }
 
+# links NS: the network devices of a namespace but lo.
+links() {
+	ip -n "$1" -br link show | awk '$1 != "lo" { sub(/@.*/, "", $1); print $1 }'
+}
+
 # topo_params DIR: the shaping, addressing and offloads of this topology.
 topo_params() {
 	local d=$1/params pair role ns dev
@@ -343,7 +378,7 @@ topo_params() {
 		tc -n "$ns" qdisc show >"$d/tc_$role.txt" 2>&1 || true
 		ip -n "$ns" -br addr show >"$d/addr_$role.txt" 2>&1 || true
 		ip -n "$ns" route show >"$d/route_$role.txt" 2>&1 || true
-		for dev in $(ip -n "$ns" -br link show | awk '$1 != "lo" { sub(/@.*/, "", $1); print $1 }'); do
+		for dev in $(links "$ns"); do
 			ip netns exec "$ns" ethtool -k "$dev" 2>/dev/null |
 				grep -E '^(tcp-segmentation-offload|generic-segmentation-offload|generic-receive-offload):' |
 				sed "s/^/$dev /" >>"$d/offloads_$role.txt" || true
@@ -406,9 +441,11 @@ snapshot() {
 }
 
 # counters DIR PROTO: per-run protocol counters of both ends (the
-# namespaces are fresh, so absolute values are this run's).
+# namespaces are fresh, so absolute values are this run's). In the GRO
+# variants also veth's own (ethtool -S): rx_queue_N_xdp_packets counts the
+# packets its NAPI poll, where GRO runs, received.
 counters() {
-	local d=$1/counters ns role
+	local d=$1/counters ns role dev
 	mkdir -p "$d"
 	for role in client server; do
 		[ $role = client ] && ns=$CLI || ns=$SRV
@@ -426,6 +463,11 @@ counters() {
 			;;
 		esac
 		tc -n "$ns" -s qdisc show >"$d/tc_$role.txt" 2>&1 || true
+		if [ "$SC_GRO" = 1 ]; then
+			for dev in $(links "$ns"); do
+				ip netns exec "$ns" ethtool -S "$dev" 2>&1 | sed "s/^/$dev /" || true
+			done >"$d/ethtool_$role.txt"
+		fi
 	done
 }
 
@@ -679,11 +721,15 @@ throughput_run() { # proto
 	one_run "$sdir" "$1" topo_planes "$SC_LOSS" "$SC_RATES"
 }
 
-sc_planes() { # ID TITLE LOSS RATES
-	SC_LOSS=$3 SC_RATES=$4
+# sc_planes ID TITLE LOSS RATES [GRO]: GRO=1 for the GRO variant (gro_rx
+# on the server's end of every plane).
+sc_planes() {
+	SC_LOSS=$3 SC_RATES=$4 SC_GRO=${5:-0}
+	local gro=()
+	[ "$SC_GRO" = 0 ] || gro=(gro_rx=server "base_scenario=${1%-gro}")
 	scenario_begin "$1" "title=$2" kind=throughput topology=planes \
 		"rates_mbit=$(csv_json "$4")" "delay_ms=$DELAY_MS" "loss_pct=$3" \
-		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
+		"msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS" "${gro[@]}"
 	for_reps "$PROTOS" "$REPS" throughput_run
 	scenario_end
 }
@@ -713,9 +759,17 @@ unshaped_run() { # MTU proto
 	one_run "$sdir" "$2" topo_unshaped "$1"
 }
 
-sc_unshaped() { # ID MTU
-	scenario_begin "$1" "title=One unshaped veth, MTU $2" kind=throughput topology=unshaped \
-		"mtu=$2" "msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS"
+# sc_unshaped ID MTU [GRO]: GRO=1 for the GRO variant (gro_rx on the
+# server's end, TSO off on the client's).
+sc_unshaped() {
+	SC_GRO=${3:-0}
+	local title="One unshaped veth, MTU $2" gro=()
+	if [ "$SC_GRO" = 1 ]; then
+		title+=", GRO at the receiver"
+		gro=(gro_rx=server tso_client=off "base_scenario=${1%-gro}")
+	fi
+	scenario_begin "$1" "title=$title" kind=throughput topology=unshaped \
+		"mtu=$2" "msg_size=$MSG_SIZE" "duration_s=$DURATION" "reps=$REPS" "${gro[@]}"
 	for_reps "$PROTOS" "$REPS" unshaped_run "$2"
 	scenario_end
 }
@@ -901,13 +955,21 @@ fi
 
 all4=$RATE,$RATE,$RATE,$RATE
 if has "$SCENARIOS" planes-equal; then run_scenario sc_planes planes-equal "4 equal planes" 0 "$all4"; fi
+if has "$SCENARIOS" planes-equal-gro; then
+	run_scenario sc_planes planes-equal-gro "4 equal planes, GRO at the receiver" 0 "$all4" 1
+fi
 if has "$SCENARIOS" planes-unequal; then run_scenario sc_planes planes-unequal "4 unequal planes" 0 "$UNEQUAL"; fi
+if has "$SCENARIOS" planes-unequal-gro; then
+	run_scenario sc_planes planes-unequal-gro "4 unequal planes, GRO at the receiver" 0 "$UNEQUAL" 1
+fi
 if has "$SCENARIOS" planes-loss; then
 	run_scenario sc_planes planes-loss "4 equal planes, ${LOSS_PCT}% random loss" "$LOSS_PCT" "$all4"
 fi
 if has "$SCENARIOS" failover; then run_scenario sc_failover; fi
 if has "$SCENARIOS" unshaped; then run_scenario sc_unshaped unshaped 1500; fi
+if has "$SCENARIOS" unshaped-gro; then run_scenario sc_unshaped unshaped-gro 1500 1; fi
 if has "$SCENARIOS" unshaped-9000; then run_scenario sc_unshaped unshaped-9000 9000; fi
+if has "$SCENARIOS" unshaped-9000-gro; then run_scenario sc_unshaped unshaped-9000-gro 9000 1; fi
 if has "$SCENARIOS" latency; then run_scenario sc_latency; fi
 if has "$SCENARIOS" fairness; then run_scenario sc_fairness; fi
 if has "$SCENARIOS" simult; then
