@@ -75,7 +75,8 @@ bench:
 	$(TOP)/bench/bench.sh
 
 # Where the CPU goes in one transfer over an unshaped veth (perf in the
-# release VM). PROTO=mrc|tcp|mptcp|sctp, SECS of sampling.
+# release VM). PROTO=mrc|tcp|mptcp|sctp, SECS of sampling, MRC_PARAMS for
+# insmod.
 .PHONY: profile
 profile:
 	$(TOP)/bench/profile.sh $(or $(PROTO),mrc) $(or $(SECS),4)

@@ -51,7 +51,7 @@ one() {
 	bytes=$(grep -o '"bytes":[0-9]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)
 	mbps=$(grep -o '"goodput_mbps":[0-9.]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)
 	awk -v n="$name" -v b="${bytes:-0}" -v m="${mbps:-0}" -v t=$((t1 - t0)) -v hz="$hz" \
-		'BEGIN { printf "%s %.1f %.2f\n", n, m, b > 0 ? 1000 * t / hz / (b / 1e6) : 0 }'
+		'BEGIN { printf "%s %.1f %.2f\n", n, m, (b > 0 ? 1000 * t / hz / (b / 1e6) : 0) }'
 }
 
 # with KO PARAMS NAME: one transfer over MRC with that module loaded.

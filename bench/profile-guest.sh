@@ -11,7 +11,8 @@ set -euo pipefail
 ko=$1 proto=$2 secs=$3 perf_bin=$4
 cli=mrcp-c srv=mrcp-s data=/tmp/mrc-profile.data
 
-[ "$proto" != mrc ] || insmod "$ko"
+# shellcheck disable=SC2086 # parameters are words
+[ "$proto" != mrc ] || insmod "$ko" ${MRC_PARAMS:-}
 sysctl -qw kernel.kptr_restrict=0 kernel.perf_event_paranoid=-1
 for ns in "$cli" "$srv"; do
 	ip netns add "$ns"
@@ -64,7 +65,7 @@ resolve() {
 }
 echo "== hottest symbols (self time, share of all CPU samples), with callers"
 perf report -i "$data" --no-children --sort sym --stdio -g caller,0.5,callee --percent-limit 0.5 2>/dev/null |
-	grep -v '^#' | grep -v '^$' | resolve | head -n 150
+	grep -v '^#' | grep -v '^$' | resolve | head -n 150 || true
 echo "== module functions (self time, share of the busy CPU samples: all but the idle loop)"
 # Each sample's own address, matched to the [mrc] symbol at or below it.
 perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
@@ -80,8 +81,8 @@ perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
 		if (best != "") c[best]++
 	}
 	END { for (f in c) printf "%7.2f%%  %s\n", 100 * c[f] / total, f }' /tmp/mrc.syms - |
-	sort -rn | head -n 30
+	sort -rn | head -n 30 || true
 echo "== by thread (softirq work counts for the thread it interrupted)"
-perf report -i "$data" --no-children --sort pid,dso --stdio -g none 2>/dev/null | grep "%" | head -n 16
+perf report -i "$data" --no-children --sort pid,dso --stdio -g none 2>/dev/null | grep "%" | head -n 16 || true
 echo "== by object"
-perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep '%' | head -n 12
+perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep "%" | head -n 12 || true

@@ -8,6 +8,7 @@
 # and prints the hottest symbols, the module's resolved from /proc/kallsyms.
 #
 # Usage: bench/profile.sh [mrc|tcp|mptcp|sctp] [SECONDS]   (mrc, 4)
+# MRC_PARAMS: parameters for insmod (e.g. "gso=1").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -30,5 +31,6 @@ command -v perf >/dev/null || { echo "perf is missing: apt-get install linux-per
 scripts/setup.sh release
 ko=$(build_release_module)
 make -s -C "$top" tools
-exec scripts/vm.sh --flavor release "$top/bench/profile-guest.sh" "$ko" "$proto" "$secs" \
+exec scripts/vm.sh --flavor release env MRC_PARAMS="${MRC_PARAMS:-}" \
+	"$top/bench/profile-guest.sh" "$ko" "$proto" "$secs" \
 	"$top/tools/target/release/mrc-perf"

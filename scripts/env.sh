@@ -32,13 +32,15 @@ kernel_src_dir() {
 # Builds mrc.ko for the release test kernel in a copy of the module sources
 # (the tree's own build, for the debug kernel, is left alone) and prints
 # the module's path. Build products of earlier runs stay in the copy, so
-# rebuilds are incremental.
+# rebuilds are incremental: a source is copied only when its content
+# differs, and then stamped with the time of the copy, so that it is newer
+# than the objects an earlier build (of another tree, perhaps) left.
 build_release_module() {
 	local kdir moddir
 	kdir=$(kernel_build_dir release)
 	moddir=$MRC_CACHE/bench/module-$(basename "$kdir")
 	mkdir -p "$moddir" || return
-	rsync -a --delete \
+	rsync -rlp --checksum --delete \
 		--exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod' \
 		--exclude='*.mod.c' --exclude='*.d' --exclude='*.rmeta' \
 		--exclude='mrc_bindings_generated.rs' --exclude='modules.order' --exclude='Module.symvers' \
