@@ -37,6 +37,7 @@ fn cpu_bound(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2]) -> SimCf
         tx_ns: TX_NS,
         queues,
         stalls,
+        rx_batch: 1,
     });
     // The handshake's path and the first four are plane 0, the other four plane 1.
     cfg.planes = (0..PATHS).map(|i| u8::from(i > 4)).collect();
@@ -72,6 +73,12 @@ struct Run {
     hedges: u64,
     /// Longest time between two deliveries.
     longest_gap_ns: u64,
+    /// ACK packets the server sent per thousand DATA packets it received.
+    acks_permille: u64,
+    /// ACK packets the server sent.
+    acks: u64,
+    /// Batches of received packets the server processed (see `CpuModel::rx_batch`).
+    batches: u64,
 }
 
 impl Run {
@@ -82,8 +89,24 @@ impl Run {
 
 /// Sends `count` messages of 256 KiB from client to server and measures the transfer.
 fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: usize) -> Run {
+    transfer_in_batches(seed, queues, stalls, count, 1)
+}
+
+/// [`transfer`], the hosts taking up to `batch` packets of one path at once (see
+/// `CpuModel::rx_batch`).
+fn transfer_in_batches(
+    seed: u64,
+    queues: usize,
+    stalls: [Option<(u64, u64)>; 2],
+    count: usize,
+    batch: usize,
+) -> Run {
     let len = 256 << 10;
-    let mut sim = Sim::new(cpu_bound(seed, queues, stalls));
+    let mut cfg = cpu_bound(seed, queues, stalls);
+    if let Some(m) = cfg.cpu.as_mut() {
+        m.rx_batch = batch;
+    }
+    let mut sim = Sim::new(cfg);
     send(&mut sim, count, len);
     let (mut cwnd_sum, mut cwnd_n, mut next_sample) = (0u64, 0u64, 0u64);
     // The clock and the server's stalled time when the last message arrived: the capacity
@@ -137,11 +160,15 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
         lost_bytes,
         longest_gap_ns,
         hedges: c.hedges,
+        acks_permille: sim.nodes[server].conn.stats().acks_sent * 1000
+            / sim.nodes[server].conn.stats().data_received.max(1),
+        acks: sim.nodes[server].conn.stats().acks_sent,
+        batches: sim.cpu_stats.rx_batches[server],
     };
     eprintln!(
-        "queues {queues} stalls {stalls:?} seed {seed}: {} ms, goodput {} of {} kbit/s \
+        "queues {queues} batch {batch} stalls {stalls:?} seed {seed}: {} ms, goodput {} of {} kbit/s \
          ({} permille), mean cwnd {} B, {} paths left Active ({} loss bursts), {} retransmits, {} bytes lost, \
-         longest gap {} us, server cpu busy {} ms stalled {} ms, {} hedges ({} needless), {} rto losses, {} rack losses",
+         longest gap {} us, server cpu busy {} ms stalled {} ms, {} hedges ({} needless), {} rto losses, {} rack losses ({} needless), {} acks ({} per 1000 data), {} rx batches",
         sim.now / MS,
         run.goodput_bps * 8 / 1000,
         run.capacity_bps * 8 / 1000,
@@ -158,6 +185,10 @@ fn transfer(seed: u64, queues: usize, stalls: [Option<(u64, u64)>; 2], count: us
         c.spurious_hedges,
         c.rto_losses,
         c.rack_losses,
+        c.spurious_losses,
+        run.acks,
+        run.acks_permille,
+        run.batches,
     );
     if std::env::var_os("CPU_SIM_DUMP").is_some() {
         eprintln!("{}", describe(&sim));
@@ -320,20 +351,24 @@ fn app_limited_connection_keeps_both_planes_in_use() {
 }
 
 #[test]
-#[ignore = "exploration: CPU_SIM=queues,interval_ms,longest_ms,client_stalls(0|1)"]
+#[ignore = "exploration: CPU_SIM=queues,interval_ms,longest_ms,client_stalls(0|1), CPU_BATCH, CPU_SEEDS, CPU_SEED_FROM"]
 fn explore() {
     let v: Vec<u64> = std::env::var("CPU_SIM")
         .unwrap_or("1,5,3,0".into())
         .split(',')
         .map(|x| x.parse().unwrap())
         .collect();
-    for seed in 1..=2 {
+    let batch = std::env::var("CPU_BATCH").map_or(1, |b| b.parse().unwrap());
+    let seeds: u64 = std::env::var("CPU_SEEDS").map_or(2, |b| b.parse().unwrap());
+    let from: u64 = std::env::var("CPU_SEED_FROM").map_or(1, |b| b.parse().unwrap());
+    for seed in from..from + seeds {
         let st = Some((v[1] * MS, v[2] * MS));
-        transfer(
+        transfer_in_batches(
             seed,
             v[0] as usize,
             [if v[3] == 1 { st } else { None }, st],
             64,
+            batch,
         );
     }
 }

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 //! Seeded simulations of one connection over several planes: host stalls, a plane dying
 //! mid-transfer, every plane down for a while and past the user timeout, idle probe load,
-//! failed paths of an idle connection.
+//! failed paths of an idle connection, and what the receiver's acknowledgement policy costs
+//! and saves when packets sprayed over many paths arrive out of order.
 
 mod common;
 
-use common::{describe, Sim, SimCfg, MS, SEC, US};
+use common::{describe, Rng, Sim, SimCfg, MS, SEC, US};
 use mrc_core::mrc_conn::{ConnError, State};
 use mrc_core::mrc_path::PathState;
 
@@ -286,5 +287,102 @@ fn path_removed_mid_transfer() {
         let done = sim.run();
         assert_clean(&sim, done);
         assert!(sim.nodes[0].conn.paths().find(id).is_none());
+    }
+}
+
+/// Figures of one sprayed transfer (see [`sprayed`]).
+#[derive(Debug)]
+struct Spray {
+    /// ACK packets the receiver sent per thousand DATA packets it received.
+    acks_permille: u64,
+    /// Payload delivered per second, from the first delivery to the last, in Mbit/s.
+    goodput_mbit: u64,
+    /// Retransmissions by the sender.
+    retransmits: u64,
+    /// RACK losses and hedges the sender found needless.
+    needless: u64,
+    /// DATA packets the network dropped: the median and longest time from the drop to the
+    /// arrival of a later copy, in us.
+    recovery_us: (u64, u64),
+}
+
+/// Sixteen paths over four planes, without a rate limit (the windows limit the sender),
+/// 200 us one way. With `jitter`, each packet takes up to 100 us more, so packets of one
+/// path overtake one another too; without, each path keeps its packets in order but has a
+/// one-way delay of its own, from 150 to 250 us. Either way the packets sprayed over the
+/// paths arrive out of order.
+fn fast_paths(seed: u64, jitter: bool) -> SimCfg {
+    let mut cfg = SimCfg::clean(seed, 4 * EV, 200 * US);
+    let mut rng = Rng(seed);
+    for (c2s, s2c) in cfg.paths.iter_mut() {
+        let delay = rng.range(150 * US, 250 * US);
+        for l in [c2s, s2c] {
+            if jitter {
+                l.jitter_ns = 100 * US;
+            } else {
+                l.delay_ns = delay;
+            }
+        }
+    }
+    cfg.planes = (0..4 * EV).map(|i| (i / EV) as u8).collect();
+    cfg
+}
+
+/// Sends 8 MiB over `cfg`'s paths, every link losing `loss_ppm` of its packets; returns the
+/// figures of the transfer.
+fn sprayed(mut cfg: SimCfg, loss_ppm: u32) -> Spray {
+    for (c2s, s2c) in cfg.paths.iter_mut() {
+        c2s.loss_ppm = loss_ppm;
+        s2c.loss_ppm = loss_ppm;
+    }
+    let seed = cfg.seed;
+    let mut sim = Sim::new(cfg);
+    send_mib(&mut sim, 8);
+    let done = sim.run();
+    assert_clean(&sim, done);
+    let (c, s) = (sim.nodes[0].conn.stats(), sim.nodes[1].conn.stats());
+    let at = &sim.nodes[1].received_at;
+    let span = at.last().copied().unwrap_or(0) - at.first().copied().unwrap_or(0);
+    let first = sim.nodes[1].received.first().map_or(0, |d| d.len as u64);
+    let (_, median, longest) = sim.recovery_summary(1);
+    let run = Spray {
+        acks_permille: s.acks_sent * 1000 / s.data_received.max(1),
+        goodput_mbit: (sim.delivered_bytes() - first) * 8 * (SEC / 1_000_000) / span.max(1),
+        retransmits: c.retransmits,
+        needless: c.spurious_losses + c.spurious_hedges,
+        recovery_us: (median / US, longest / US),
+    };
+    eprintln!(
+        "seed {seed} loss {loss_ppm} ppm: {run:?}, {} rtos, {} paths left Active",
+        c.rtos, sim.path_downs[0]
+    );
+    run
+}
+
+/// Mean of `f` over `runs`.
+fn mean(runs: &[Spray], f: impl Fn(&Spray) -> u64) -> u64 {
+    runs.iter().map(f).sum::<u64>() / runs.len().max(1) as u64
+}
+
+#[test]
+#[ignore = "exploration: ACK_SEEDS=n prints the figures of n seeds per case"]
+fn explore_sprayed() {
+    let seeds: u64 = std::env::var("ACK_SEEDS").map_or(8, |v| v.parse().unwrap());
+    for jitter in [true, false] {
+        for loss in [0, 10_000] {
+            let runs: Vec<Spray> = (1..=seeds)
+                .map(|seed| sprayed(fast_paths(seed, jitter), loss))
+                .collect();
+            eprintln!(
+                "jitter {jitter} loss {loss}: acks {} permille, goodput {} Mbit/s, recovery \
+                 median {} us, longest {} us, retransmits {}, needless {}",
+                mean(&runs, |r| r.acks_permille),
+                mean(&runs, |r| r.goodput_mbit),
+                mean(&runs, |r| r.recovery_us.0),
+                runs.iter().map(|r| r.recovery_us.1).max().unwrap_or(0),
+                runs.iter().map(|r| r.retransmits).sum::<u64>(),
+                runs.iter().map(|r| r.needless).sum::<u64>(),
+            );
+        }
     }
 }

@@ -193,6 +193,11 @@ pub struct CpuModel {
     pub queues: usize,
     /// Per node (client, server), stalls of each of its CPUs: (mean interval, longest stall).
     pub stalls: [Option<(u64, u64)>; 2],
+    /// Packets of one path a CPU takes at once, as GRO hands the glue a train of them: it
+    /// processes those waiting at the head of its queue (at most this many, at least one)
+    /// together, hands them to the core one after the other and only then lets the glue send
+    /// (one transmit poll per batch). 0 or 1: one packet at a time.
+    pub rx_batch: usize,
 }
 
 /// One CPU of a [`CpuModel`] host.
@@ -204,6 +209,8 @@ struct Cpu {
     free_at: u64,
     /// Whether a `CpuDone` event is pending.
     running: bool,
+    /// Packets at the head of `fifo` the running CPU processes (see [`CpuModel::rx_batch`]).
+    batch: usize,
     /// (stalled until, next stall starts at).
     stall: (u64, u64),
 }
@@ -217,6 +224,8 @@ pub struct CpuStats {
     pub stalled_ns: [u64; 2],
     /// Per node, packets received and processed.
     pub rx_pkts: [u64; 2],
+    /// Per node, batches of received packets processed (one transmit poll each).
+    pub rx_batches: [u64; 2],
     /// Per node, packets sent.
     pub tx_pkts: [u64; 2],
 }
@@ -455,6 +464,12 @@ pub struct Sim {
     /// A bottleneck the client-to-server direction of every path shares with other
     /// simulations (see [`Dumbbell`]), in place of the links' own rate and queue.
     shared: Option<Rc<RefCell<SharedLink>>>,
+    /// Per node, the DATA packets it sent that the network dropped and that have not arrived
+    /// since (by sequence number): when the first copy was dropped.
+    dropped_data: [HashMap<u64, u64>; 2],
+    /// Per receiving node, how long each DATA packet the network dropped took to arrive after
+    /// all: from the drop of its first copy to the arrival of a later one, in arrival order.
+    pub recoveries: [Vec<u64>; 2],
 }
 
 impl Sim {
@@ -501,6 +516,8 @@ impl Sim {
             path_downs: [0; 2],
             loss_burst_downs: [0; 2],
             shared,
+            dropped_data: [HashMap::new(), HashMap::new()],
+            recoveries: [Vec::new(), Vec::new()],
             cfg,
         };
         if let Some(m) = sim.cfg.cpu {
@@ -579,15 +596,18 @@ impl Sim {
             || self.rng.chance(link.loss_ppm)
         {
             self.net.lost += 1;
+            self.note_dropped(from, &bytes);
             return;
         }
         if from == 0 {
-            if let Some(shared) = &self.shared {
-                match shared.borrow_mut().enqueue(self.now, bytes.len() as u64) {
+            if let Some(shared) = self.shared.clone() {
+                let queued = shared.borrow_mut().enqueue(self.now, bytes.len() as u64);
+                match queued {
                     Some(at) => depart = depart.max(at),
                     None => {
                         self.net.queue_drops += 1;
                         self.net.lost += 1;
+                        self.note_dropped(from, &bytes);
                         return;
                     }
                 }
@@ -617,6 +637,7 @@ impl Sim {
             if limit > 0 && backlog + bytes.len() as u64 > limit {
                 self.net.queue_drops += 1;
                 self.net.lost += 1;
+                self.note_dropped(from, &bytes);
                 return;
             }
             let ser = (bytes.len() as u64 * SEC).div_ceil(rate);
@@ -644,7 +665,34 @@ impl Sim {
         }
     }
 
+    /// Remembers when a DATA packet node `from` sent was first dropped by the network.
+    fn note_dropped(&mut self, from: usize, bytes: &[u8]) {
+        let Ok(pkt) = mrc_proto::decode(bytes) else {
+            return;
+        };
+        if matches!(pkt.body, Body::Data(_)) {
+            let now = self.now;
+            self.dropped_data[from].entry(pkt.header.seq).or_insert(now);
+        }
+    }
+
+    /// Figures of [`Sim::recoveries`] for node `to`: (count, median, largest) in ns.
+    pub fn recovery_summary(&self, to: usize) -> (usize, u64, u64) {
+        let mut r = self.recoveries[to].clone();
+        r.sort_unstable();
+        let n = r.len();
+        let median = if n == 0 { 0 } else { r[n / 2] };
+        (n, median, r.last().copied().unwrap_or(0))
+    }
+
+    /// Hands a datagram that arrived for node `to` to its core, then lets the glue act.
     fn arrive(&mut self, to: usize, path: usize, bytes: &[u8]) {
+        self.handle_arrival(to, path, bytes);
+        self.service(to);
+    }
+
+    /// Hands a datagram that arrived for node `to` to its core (or its listener).
+    fn handle_arrival(&mut self, to: usize, path: usize, bytes: &[u8]) {
         let pkt = match mrc_proto::decode(bytes) {
             Ok(p) => p,
             Err(_) => {
@@ -688,13 +736,16 @@ impl Sim {
                     conn.peer_port()
                 ));
             }
-            self.service(to);
             return;
         }
         let _ = path;
         let node = &mut self.nodes[to];
         match node.conn.handle_packet(now, &pkt) {
             Input::Store { seq } => {
+                if let Some(at) = self.dropped_data[1 - to].remove(&seq) {
+                    self.recoveries[to].push(now - at);
+                }
+                let node = &mut self.nodes[to];
                 let Body::Data(payload) = pkt.body else {
                     self.violations.push("Store for a non-DATA packet".into());
                     return;
@@ -717,7 +768,6 @@ impl Sim {
             }
             Input::Consumed | Input::Dropped(_) => {}
         }
-        self.service(to);
     }
 
     /// Lets node `i`'s glue do everything it can now: events, reads, sends, transmissions,
@@ -909,10 +959,19 @@ impl Sim {
             }
             start = start.max(c.stall.0);
         }
+        let first = c.fifo.front().map(|(p, _)| *p);
+        let batch = c
+            .fifo
+            .iter()
+            .take(m.rx_batch.max(1))
+            .take_while(|(p, _)| Some(*p) == first)
+            .count()
+            .max(1);
+        c.batch = batch;
         c.running = true;
-        c.free_at = start + m.rx_ns;
+        c.free_at = start + m.rx_ns * batch as u64;
         let at = c.free_at;
-        self.cpu_stats.busy_ns[node] += m.rx_ns;
+        self.cpu_stats.busy_ns[node] += m.rx_ns * batch as u64;
         self.push(at, Ev::CpuDone { node, cpu });
     }
 
@@ -979,13 +1038,21 @@ impl Sim {
             }
             Ev::Arrive { to, path, bytes } => self.arrive(to, path, &bytes),
             Ev::CpuDone { node, cpu } => {
-                let front = self.cpus[node].get_mut(cpu).and_then(|c| {
-                    c.running = false;
-                    c.fifo.pop_front()
-                });
-                if let Some((path, bytes)) = front {
-                    self.cpu_stats.rx_pkts[node] += 1;
-                    self.arrive(node, path, &bytes);
+                let batch: Vec<(usize, Vec<u8>)> = self.cpus[node]
+                    .get_mut(cpu)
+                    .map(|c| {
+                        c.running = false;
+                        let n = c.batch.clamp(1, c.fifo.len().max(1));
+                        c.fifo.drain(..n.min(c.fifo.len())).collect()
+                    })
+                    .unwrap_or_default();
+                if !batch.is_empty() {
+                    self.cpu_stats.rx_batches[node] += 1;
+                    for (path, bytes) in batch {
+                        self.cpu_stats.rx_pkts[node] += 1;
+                        self.handle_arrival(node, path, &bytes);
+                    }
+                    self.service(node);
                 }
                 self.cpu_kick(node, cpu);
             }
