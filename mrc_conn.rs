@@ -162,7 +162,7 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 154 KiB on a 64-bit target (the path table alone is about 86 KiB, the send
+//! A `Conn` is about 156 KiB on a 64-bit target (the path table alone is about 86 KiB, the send
 //! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
 //! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
 //! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
@@ -218,7 +218,14 @@ const CHALLENGE_ACK_LIMIT: u8 = 4;
 const CHALLENGE_ACK_INTERVAL_NS: u64 = 100_000_000;
 
 /// Recent RACK loss declarations and hedges remembered to match D-SACKs against.
-const RACK_LOST_RING: usize = 32;
+///
+/// A D-SACK comes back a round trip after the resend or copy went out, so the ring must hold
+/// what a burst of them sends in a round trip. With 32, a path whose packets all got copies
+/// (its host's CPU stalled) overwrote every entry before its D-SACK came back: no copy proved
+/// needless, the path's hedge wait never widened, and it took no RTT sample (the answers to
+/// hedged packets time nothing), so the copies went on, 7028 in one of `cpu_sim`'s
+/// two-CPU transfers (one in 96). With 128, at most 163 in those 96.
+const RACK_LOST_RING: usize = 128;
 
 /// Marks a hedge, rather than a RACK loss, in [`Conn::rack_lost`].
 const HEDGE_MARK: u16 = 0x8000;
@@ -1016,7 +1023,7 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 154 KiB; keep it on the heap.
+/// See the module documentation for how the glue drives it. About 156 KiB; keep it on the heap.
 #[derive(Clone, Debug)]
 pub struct Conn {
     cfg: ConnConfig,
@@ -1258,7 +1265,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 154 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 156 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();

@@ -1400,6 +1400,42 @@ fn needless_rack_retransmissions_widen_the_reorder_window() {
     );
 }
 
+/// Every needless retransmission of a long burst is recognised by its D-SACK, not only the
+/// latest 32: a copy sent on another path (a hedge) is remembered the same way, and a path
+/// whose packets all got copies is timed by those D-SACKs alone.
+#[test]
+fn needless_retransmissions_of_a_long_burst_are_all_recognised() {
+    let (mut client, mut server) = established();
+    let n = 48;
+    let data = send_small(&mut client, n, MS);
+    // Only the last packet arrives in time: RACK declares the others lost and resends them.
+    let t1 = MS + 30 * US;
+    feed(&mut server, t1, &data[n - 1]);
+    feed_all(&mut client, t1 + 30 * US, &drain(&mut server, t1));
+    let mut t = t1 + 30 * US;
+    while client.stats().rack_losses < n as u64 - 1 {
+        t = client.next_timeout(t).unwrap();
+        assert!(t < 2 * MS, "not declared lost: {:?}", client.stats());
+        client.on_timeout(t);
+    }
+    let retx = drain(&mut client, t);
+    assert_eq!(retx.len(), n - 1);
+    // The originals arrive after all, then the resends, each answered with a D-SACK.
+    let t2 = t + 100 * US;
+    feed_all(&mut server, t2, &data[..n - 1]);
+    let mut acks = drain(&mut server, t2);
+    for p in &retx {
+        assert_eq!(
+            feed(&mut server, t2, p),
+            Input::Dropped(DropReason::Duplicate)
+        );
+        acks.extend(drain(&mut server, t2));
+    }
+    feed_all(&mut client, t2 + 30 * US, &acks);
+    assert!(client.all_acked());
+    assert_eq!(client.stats().spurious_losses, n as u64 - 1);
+}
+
 #[test]
 fn rto_backs_off_and_gives_up() {
     let cfg = ConnConfig::default();
