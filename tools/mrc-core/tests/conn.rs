@@ -972,7 +972,7 @@ fn ece_cuts_only_the_marked_path() {
 }
 
 #[test]
-fn out_of_order_and_duplicate_are_acked_at_once_with_sack() {
+fn opened_hole_and_duplicate_are_acked_at_once_with_sack() {
     let (mut client, mut server) = established();
     let data = send_small(&mut client, 5, MS);
     // Packets 0, 2 and 4 arrive; 1 and 3 are lost.
@@ -980,9 +980,15 @@ fn out_of_order_and_duplicate_are_acked_at_once_with_sack() {
     assert!(drain(&mut server, MS).is_empty());
     feed(&mut server, MS, &data[2]);
     let ack = drain(&mut server, MS);
-    assert_eq!(ack.len(), 1, "out of order: immediate ACK");
+    assert_eq!(ack.len(), 1, "a hole opens: immediate ACK");
+    // Packet 4 only adds to the hole: its ACK waits a moment for company.
     feed(&mut server, MS, &data[4]);
-    let ack = drain(&mut server, MS);
+    assert!(drain(&mut server, MS).is_empty());
+    let t = server.next_timeout(MS).unwrap();
+    assert!(t > MS && t <= MS + 10 * US, "due at {t}");
+    server.on_timeout(t);
+    let ack = drain(&mut server, t);
+    assert_eq!(ack.len(), 1);
     let pkt = decode(&ack[0]).unwrap();
     assert_eq!(pkt.header.ack, CLIENT_ISN + 1);
     let Body::Ack(sack) = pkt.body else { panic!() };
@@ -991,21 +997,175 @@ fn out_of_order_and_duplicate_are_acked_at_once_with_sack() {
     assert_eq!(messages(&events(&mut server)).len(), 1);
 
     // The sender learns that 0, 2, 4 arrived: only 1 and 3 are still unknown.
-    feed(&mut client, MS + 100 * US, &ack[0]);
+    feed(&mut client, t + 100 * US, &ack[0]);
     assert_eq!(client.bytes_unacked(), 200);
     assert_eq!(client.snd_una(), CLIENT_ISN + 1);
 
     // A duplicate is dropped and acknowledged at once.
     assert_eq!(
-        feed(&mut server, MS, &data[2]),
+        feed(&mut server, 2 * MS, &data[2]),
         Input::Dropped(DropReason::Duplicate)
     );
-    assert_eq!(drain(&mut server, MS).len(), 1);
+    assert_eq!(drain(&mut server, 2 * MS).len(), 1);
     assert_eq!(
-        feed(&mut server, MS, &data[0]),
+        feed(&mut server, 2 * MS, &data[0]),
         Input::Dropped(DropReason::Duplicate)
     );
+    assert_eq!(drain(&mut server, 2 * MS).len(), 1);
     assert_eq!(server.stats().duplicates, 2);
+}
+
+/// Sequence numbers of the ACKs in `pkts`: (cumulative ack, selectively acknowledged).
+fn acks_of(pkts: &[Vec<u8>]) -> Vec<(u64, Vec<u64>)> {
+    pkts.iter()
+        .map(|p| {
+            let pkt = decode(p).unwrap();
+            let Body::Ack(sack) = pkt.body else {
+                panic!("not an ACK: {:?}", pkt.header.packet_type())
+            };
+            (pkt.header.ack, sack.sacked().collect())
+        })
+        .collect()
+}
+
+/// Feeds `data[i]` for each `i` of `order` to `server` at `now`, draining after each;
+/// returns the ACKs sent after each packet.
+fn feed_each(
+    server: &mut Conn,
+    now: u64,
+    data: &[Vec<u8>],
+    order: &[usize],
+) -> Vec<Vec<(u64, Vec<u64>)>> {
+    order
+        .iter()
+        .map(|&i| {
+            assert!(matches!(feed(server, now, &data[i]), Input::Store { .. }));
+            acks_of(&drain(server, now))
+        })
+        .collect()
+}
+
+/// While a hole persists, the packets beyond it are acknowledged every `ack_every` (2)
+/// packets, not each at once; the packet that fills the hole at the cumulative ack is
+/// acknowledged at once.
+#[test]
+fn packets_beyond_a_hole_are_acked_every_second_one() {
+    let (mut client, mut server) = established();
+    let data = send_small(&mut client, 8, MS);
+    let isn = CLIENT_ISN;
+    // Packet 1 is late; 0 arrives in order, 2 opens the hole, 3 to 7 arrive behind it.
+    let acks = feed_each(&mut server, MS, &data, &[0, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(acks[0], vec![], "in order: delayed");
+    assert_eq!(acks[1], vec![(isn + 1, vec![isn + 2])], "the hole opens");
+    assert_eq!(acks[2], vec![]);
+    assert_eq!(acks[3], vec![(isn + 1, (2..=4).map(|i| isn + i).collect())]);
+    assert_eq!(acks[4], vec![]);
+    assert_eq!(acks[5], vec![(isn + 1, (2..=6).map(|i| isn + i).collect())]);
+    assert_eq!(acks[6], vec![]);
+    // The late packet fills the hole: acknowledged at once, cumulatively.
+    let acks = feed_each(&mut server, MS, &data, &[1]);
+    assert_eq!(acks[0], vec![(isn + 8, vec![])], "the hole closes");
+    assert_eq!(server.stats().acks_sent, 4);
+    assert_eq!(messages(&events(&mut server)).len(), 8);
+}
+
+/// A packet that fills a hole above the cumulative ack, and one that fills the hole at the
+/// cumulative ack but leaves another behind it, are told apart: only the second moves the
+/// cumulative ack, and only it is acknowledged at once.
+#[test]
+fn only_the_hole_at_the_cumulative_ack_is_acked_at_once() {
+    let (mut client, mut server) = established();
+    let data = send_small(&mut client, 6, MS);
+    let isn = CLIENT_ISN;
+    // 0 and 3 arrive: the hole at 1 opens, and 2 is missing too.
+    let acks = feed_each(&mut server, MS, &data, &[0, 3]);
+    assert_eq!(acks[1], vec![(isn + 1, vec![isn + 3])]);
+    // 2 fills a hole above the cumulative ack; 5 adds one; their ACK comes with the second.
+    let acks = feed_each(&mut server, MS, &data, &[2, 5]);
+    assert_eq!(acks[0], vec![]);
+    assert_eq!(acks[1], vec![(isn + 1, vec![isn + 2, isn + 3, isn + 5])]);
+    // 1 fills the hole at the cumulative ack, which moves to 4, short of 5: at once.
+    let acks = feed_each(&mut server, MS, &data, &[1]);
+    assert_eq!(acks[0], vec![(isn + 4, vec![isn + 5])]);
+    // 4 fills the last hole: at once.
+    let acks = feed_each(&mut server, MS, &data, &[4]);
+    assert_eq!(acks[0], vec![(isn + 6, vec![])]);
+}
+
+/// `ack_every` holds behind a hole as it does in order.
+#[test]
+fn ack_every_holds_while_a_hole_persists() {
+    let cfg = ConnConfig {
+        ack_every: 4,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(ConnConfig::default(), cfg);
+    let data = send_small(&mut client, 12, MS);
+    // Packet 0 is late: 1 opens the hole, 2 to 11 arrive behind it.
+    let order: Vec<usize> = (1..12).collect();
+    let acks = feed_each(&mut server, MS, &data, &order);
+    let acked_after: Vec<usize> = order
+        .iter()
+        .zip(&acks)
+        .filter(|(_, a)| !a.is_empty())
+        .map(|(&i, _)| i)
+        .collect();
+    // After the ACK of the opened hole, every fourth packet.
+    assert_eq!(acked_after, vec![1, 5, 9]);
+}
+
+/// A lone packet behind a hole (the last of a burst, or of a window) is acknowledged within
+/// a 64th of the path's RTT, not after the delayed-ACK time a packet in order may wait: the
+/// sender's loss detection and its window wait for that ACK.
+#[test]
+fn the_last_packet_behind_a_hole_is_acked_soon() {
+    let (mut client, mut server) = established();
+    let rtt = server.paths().get(0).unwrap().min_rtt_ns().unwrap();
+    let data = send_small(&mut client, 4, MS);
+    let acks = feed_each(&mut server, MS, &data, &[1, 2]);
+    assert_eq!(acks[0].len(), 1, "the hole opens");
+    assert!(acks[1].is_empty());
+    let t = server.next_timeout(MS).unwrap();
+    assert_eq!(t, MS + rtt / 64);
+    server.on_timeout(t);
+    let acks = acks_of(&drain(&mut server, t));
+    assert_eq!(
+        acks,
+        vec![(CLIENT_ISN, vec![CLIENT_ISN + 1, CLIENT_ISN + 2])]
+    );
+    // In order and nothing missing, a lone packet waits the delayed-ACK time, for a reply
+    // to carry the acknowledgement.
+    let t2 = 2 * MS;
+    let acks = feed_each(&mut server, t2, &data, &[0]);
+    assert_eq!(acks[0].len(), 1, "the hole closes");
+    let acks = feed_each(&mut server, t2, &data, &[3]);
+    assert!(acks[0].is_empty());
+    assert_eq!(
+        server.next_timeout(t2),
+        Some(t2 + ConnConfig::default().delack_ns)
+    );
+}
+
+/// Packets the glue hands over before it polls give one ACK, however many of them call for
+/// one at once.
+#[test]
+fn one_batch_gives_one_ack() {
+    let (mut client, mut server) = established();
+    let data = send_small(&mut client, 6, MS);
+    // 2 opens a hole, 0 fills it up to 1, 5 opens another, 1 fills it up to 3, 3 opens
+    // another: five packets that each call for an ACK at once.
+    for i in [2, 0, 5, 1, 3] {
+        assert!(matches!(
+            feed(&mut server, MS, &data[i]),
+            Input::Store { .. }
+        ));
+    }
+    let acks = acks_of(&drain(&mut server, MS));
+    assert_eq!(
+        acks,
+        vec![(CLIENT_ISN + 4, vec![CLIENT_ISN + 5])],
+        "one ACK for the batch"
+    );
 }
 
 #[test]

@@ -249,20 +249,69 @@ fn cpu_bound_hosts_get_80_percent_of_the_cpu() {
 /// packets). Before their answers credited the original's path only when they came back by
 /// it, a path whose packets all got copies looked silent and was made Suspect (9 times in one
 /// transfer).
+///
+/// Which transfers have paths leave Active depends on when the CPUs stall, and the stalls
+/// draw from the random stream the links draw from, so any change in the packets exchanged
+/// moves them to other seeds. Since packets behind a hole count towards `ack_every` instead
+/// of being acknowledged at once (see `Conn::schedule_ack`), seed 6 with two CPUs has 5: the
+/// CPUs serving four of the nine paths, one on each host, stall back to back for 30 ms at the
+/// start, before any RTT peak has raised the probe timeout above its 10 ms floor. So the
+/// two-CPU transfers are judged over 24 seeds: paths left Active 10 times in them before
+/// (at most 4 in one, seeds 13 and 15), 7 times now (at most 5 in one); in 48 seeds 19 and
+/// 11 times. They send 930 and 742 ACKs per 1000 DATA packets.
 #[test]
 fn late_answers_on_cpu_bound_hosts_are_no_path_failure() {
+    let bytes = (COUNT as u64) << 18;
+    let check = |run: &Run| {
+        // At most 2 % of the packets (16 MiB in 1392-byte payloads) get a needless copy.
+        assert!(run.hedges * 50 <= bytes / 1392, "{run:?}");
+        assert!(
+            run.lost_bytes * 200 <= bytes,
+            "more than 0.5 % lost: {run:?}"
+        );
+    };
+    for seed in 1..=8 {
+        let run = transfer(seed, 1, [STALLS, STALLS], COUNT);
+        check(&run);
+        assert!(run.downs <= 2, "{run:?}");
+    }
+    let runs: Vec<Run> = (1..=24)
+        .map(|seed| transfer(seed, 2, [STALLS, STALLS], COUNT))
+        .collect();
+    for run in &runs {
+        check(run);
+        assert!(run.downs <= 6, "{run:?}");
+    }
+    let downs: u64 = runs.iter().map(|r| r.downs).sum();
+    assert!(
+        downs <= 12,
+        "paths left Active {downs} times in 24 transfers"
+    );
+    let acks = runs.iter().map(|r| r.acks_permille).sum::<u64>() / runs.len() as u64;
+    assert!(acks <= 800, "{acks} ACKs per 1000 DATA packets");
+}
+
+/// The glue handles the packets of one path that GRO hands it together (up to 8 here) and
+/// polls once per batch, so the ACKs that several packets of a batch call for are one. The
+/// batches of these transfers are small, 1.2 packets on average: the sender spreads its
+/// packets over nine paths with small windows. Packets behind a hole that the next batch
+/// follows within a 64th of the RTT share its ACK: 794 ACKs per 1000 DATA packets before
+/// (8 seeds, two CPUs), 648 now; one CPU, which keeps the packets in order, 471 either way.
+#[test]
+fn batched_receive_acks_at_most_once_per_batch() {
     for queues in 1..=2 {
-        for seed in 1..=8 {
-            let run = transfer(seed, queues, [STALLS, STALLS], COUNT);
-            let bytes = (COUNT as u64) << 18;
-            assert!(run.downs <= 2, "{run:?}");
-            // At most 2 % of the packets (16 MiB in 1392-byte payloads) get a needless copy.
-            assert!(run.hedges * 50 <= bytes / 1392, "{run:?}");
-            assert!(
-                run.lost_bytes * 200 <= bytes,
-                "more than 0.5 % lost: {run:?}"
-            );
+        let runs: Vec<Run> = (1..=8)
+            .map(|seed| transfer_in_batches(seed, queues, [STALLS, STALLS], COUNT, 8))
+            .collect();
+        for run in &runs {
+            assert!(run.acks <= run.batches, "{run:?}");
         }
+        let acks = runs.iter().map(|r| r.acks_permille).sum::<u64>() / runs.len() as u64;
+        let bound = if queues == 1 { 500 } else { 720 };
+        assert!(
+            acks <= bound,
+            "{queues} CPUs: {acks} ACKs per 1000 DATA packets"
+        );
     }
 }
 
