@@ -40,9 +40,9 @@ static bool pacing = true;
 module_param(pacing, bool, 0644);
 MODULE_PARM_DESC(pacing, "Pace each path's data at its congestion controller's rate (default Y; read when a connection opens)");
 
-static bool gso;
+static bool gso = true;
 module_param(gso, bool, 0644);
-MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default N)");
+MODULE_PARM_DESC(gso, "Send runs of same-sized data packets to one path as one UDP GSO packet (default Y)");
 
 /*
  * Receive memory: the truesize of every packet MRC sockets hold (out of
