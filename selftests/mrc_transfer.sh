@@ -89,7 +89,6 @@ gro_count() {
 # The same 64 MiB over MRC and over TCP on this veth: a throughput figure
 # for comparison (this is a debug kernel under emulation), not a check.
 start=$SECONDS
-echo 1 >/sys/module/mrc/parameters/gso
 gso_mark
 transfer "IPv4 1 B..1 MiB messages, 64 MiB" 10.77.0.1 $((64 << 20)) 1
 read -r gso lost <<<"$(gso_counts)"
@@ -120,6 +119,21 @@ echo 0 >/sys/module/mrc/parameters/gso
 gso_mark
 transfer "IPv4 without GSO, 8 MiB" 10.77.0.1 $((8 << 20)) 1
 mrc_check "gso=0: no GSO packet sent, every datagram received" "0 0" "$(gso_counts)"
+mrc_check "gso=0 and no GRO: every datagram taken alone" 0 "$(gro_count)"
+# GRO at the receiving end of the veth (which aggregates only what comes
+# from an end without TSO) makes trains of the datagrams that UDP GRO
+# hands MRC's socket whole.
+ip netns exec "$A" ethtool -K veth-a gro on >/dev/null
+ip netns exec "$B" ethtool -K veth-b tso off >/dev/null
+gso_mark
+transfer "IPv4 without GSO, GRO at the receiver, 8 MiB" 10.77.0.1 $((8 << 20)) 1
+gro=$(gro_count)
+mrc_check "GRO at the receiver: trains taken whole" some \
+	"$([ "$gro" -gt 0 ] && echo some || echo "$gro")"
+echo "# GRO trains taken whole: $gro"
+ip netns exec "$A" ethtool -K veth-a gro off >/dev/null
+ip netns exec "$B" ethtool -K veth-b tso on >/dev/null
+echo 1 >/sys/module/mrc/parameters/gso
 
 # Lossy link: both directions.
 retx0=$(mrc_stat "$B" tx_retransmits)
