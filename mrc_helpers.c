@@ -346,8 +346,8 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
 			kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
 			return NULL;
 		}
+		/* __skb_recv_udp() unlinked it: its ->next is NULL. */
 		__skb_push(skb, sizeof(struct udphdr));
-		skb_mark_not_on_list(skb);
 		return skb;
 	}
 	n = skb_shinfo(skb)->gso_segs;

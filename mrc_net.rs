@@ -81,7 +81,7 @@ use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
-    Net, PernetState, ProcEntry, ProcShow, RxBatch, SeqFile, SkBuff, Sock, SockRef, SpinLockBh,
+    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock, SockRef, SpinLockBh,
     TxChain, TxDest, UdpAddrs, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
 };
 
@@ -495,17 +495,16 @@ impl EncapHandler for MrcNet {
     /// Runs of consecutive datagrams for one connection go to it together:
     /// one session lookup and one turn of its lock for a GSO packet or a
     /// GRO train, and one acknowledgement at most.
-    fn receive(&self, mut batch: RxBatch, dropped: u32) {
+    fn receive(&self, mut batch: SkbList, dropped: u32) {
         if dropped > 0 {
             self.stats
                 .drop_udp_checksum
                 .fetch_add(u64::from(dropped), Ordering::Relaxed);
         }
-        if batch.len() > 1 {
-            self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
-        }
-        let mut run: Option<(SessionKey, SockRef, RxBatch)> = None;
+        let mut datagrams = 0u32;
+        let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
         while let Some(mut skb) = batch.pop() {
+            datagrams += 1;
             let len = skb.len();
             self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
             self.stats.rx_bytes.fetch_add(
@@ -532,7 +531,7 @@ impl EncapHandler for MrcNet {
                     if let Some((_, prev, b)) = run.take() {
                         mrc_sock::input(&prev, self, b);
                     }
-                    let mut b = RxBatch::new();
+                    let mut b = SkbList::new();
                     b.push(skb);
                     run = Some((key, sk, b));
                 }
@@ -541,6 +540,9 @@ impl EncapHandler for MrcNet {
         }
         if let Some((_, sk, b)) = run {
             mrc_sock::input(&sk, self, b);
+        }
+        if datagrams > 1 {
+            self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
         }
     }
 }

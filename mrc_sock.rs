@@ -56,7 +56,7 @@ use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, 
 use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
-    OptIn, OptOut, PathReq, RxBatch, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -913,19 +913,19 @@ fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
 /// CPU's softirq, the sender and the timer take too, and the connection
 /// answers once for all of them: an acknowledgement that several packets
 /// asked for goes out once.
-pub(crate) fn input(sk: &Sock, net: &MrcNet, mut batch: RxBatch) {
+pub(crate) fn input(sk: &Sock, net: &MrcNet, mut batch: SkbList) {
     let now = mrc_sys::now_ns();
     let mut answer_rst = None;
     let after = {
         let mut inner = sk.state().inner.lock();
+        if inner.dead {
+            return;
+        }
+        let handshake_peer = inner.peer.map(|p| p.ip);
+        let Some(s) = inner.sess.as_deref_mut() else {
+            return;
+        };
         while let Some(skb) = batch.pop() {
-            if inner.dead {
-                return;
-            }
-            let handshake_peer = inner.peer.map(|p| p.ip);
-            let Some(s) = inner.sess.as_deref_mut() else {
-                return;
-            };
             if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
                 answer_rst = Some(rst);
             }

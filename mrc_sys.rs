@@ -562,6 +562,106 @@ pub(crate) struct TxDest {
 // destination there.
 const _: () = assert!(core::mem::size_of::<TxDest>() <= 48 && core::mem::align_of::<TxDest>() <= 8);
 
+/// Owned packets linked through `skb->next`, in order: the datagrams a
+/// [`UdpTunnel`] takes from its socket at once, a run of them for one
+/// connection, or the packets of a [`TxChain`]. Linking allocates nothing;
+/// packets still on the list when it is dropped are freed.
+///
+/// # Invariants
+///
+/// `head` is null or the first of a list of owned skbs linked by `next`
+/// and ending with a null `next`; `tail` is its last (null when `head` is).
+pub(crate) struct SkbList {
+    head: *mut bindings::sk_buff,
+    tail: *mut bindings::sk_buff,
+}
+
+// SAFETY: the list owns its packets, which may be freed from any context.
+unsafe impl Send for SkbList {}
+
+impl Default for SkbList {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SkbList {
+    /// An empty list.
+    pub(crate) const fn new() -> Self {
+        Self {
+            head: ptr::null_mut(),
+            tail: ptr::null_mut(),
+        }
+    }
+
+    /// Takes ownership of `list`, skbs linked by `next` (null: none).
+    ///
+    /// # Safety
+    ///
+    /// `list` is null or the head of a list of skbs the caller owns and
+    /// gives up, ending with a null `next`.
+    unsafe fn from_raw(list: *mut bindings::sk_buff) -> Self {
+        let mut tail = list;
+        while !tail.is_null() {
+            // SAFETY: `tail` is a packet of the list (caller's guarantee).
+            let next = unsafe { bindings::mrc_skb_next(tail) };
+            if next.is_null() {
+                break;
+            }
+            tail = next;
+        }
+        Self { head: list, tail }
+    }
+
+    /// Appends `skb`.
+    pub(crate) fn push(&mut self, skb: SkBuff) {
+        let p = skb.into_raw();
+        // SAFETY: we own `p`, which is on no list, so its `next` is ours to
+        // set.
+        unsafe { bindings::mrc_skb_set_next(p, ptr::null_mut()) };
+        if self.tail.is_null() {
+            self.head = p;
+        } else {
+            // SAFETY: `tail` is the last packet of the list (type invariant).
+            unsafe { bindings::mrc_skb_set_next(self.tail, p) };
+        }
+        self.tail = p;
+    }
+
+    /// Takes the first packet.
+    pub(crate) fn pop(&mut self) -> Option<SkBuff> {
+        let p = NonNull::new(self.head)?;
+        // SAFETY: `head` is an owned packet of the list (type invariant); it
+        // leaves the list with `next` cleared.
+        unsafe {
+            self.head = bindings::mrc_skb_next(p.as_ptr());
+            bindings::mrc_skb_set_next(p.as_ptr(), ptr::null_mut());
+        }
+        if self.head.is_null() {
+            self.tail = ptr::null_mut();
+        }
+        Some(SkBuff(p))
+    }
+
+    /// The last packet, still on the list.
+    fn last(&self) -> Option<NonNull<bindings::sk_buff>> {
+        NonNull::new(self.tail)
+    }
+
+    /// Whether the list holds no packet.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+}
+
+impl Drop for SkbList {
+    fn drop(&mut self) {
+        // SAFETY: we own the list (type invariant); `kfree_skb_list` frees
+        // each packet through `next`, and null is an empty list.
+        unsafe { bindings::mrc_kfree_skb_list(self.head) };
+    }
+}
+
 /// Packets built while a connection's lock is held, to be sent in order
 /// once it is released, so that the lock is never held across the IP output
 /// path. The chain runs through `skb->next` and each packet's destination is
@@ -570,13 +670,11 @@ const _: () = assert!(core::mem::size_of::<TxDest>() <= 48 && core::mem::align_o
 ///
 /// # Invariants
 ///
-/// `head` is null or the first of a chain of owned skbs linked by
-/// `skb->next`, each holding a [`TxDest`] in its control buffer; `tail` is
-/// the last of them. Each packet of `open` is one of them.
+/// Each packet of `list` holds a [`TxDest`] in its control buffer. Each
+/// packet of `open` is one of them.
 #[derive(Default)]
 pub(crate) struct TxChain {
-    head: *mut bindings::sk_buff,
-    tail: *mut bindings::sk_buff,
+    list: SkbList,
     /// Packets of the chain that more packets to their destination may be
     /// appended to (see [`TxChain::append`]).
     open: [Option<OpenBatch>; TX_OPEN_BATCHES],
@@ -632,28 +730,22 @@ impl TxChain {
     /// order.
     pub(crate) fn push(&mut self, skb: SkBuff, dest: TxDest) {
         self.close(&dest);
-        let p = skb.into_raw();
-        // SAFETY: we own `p`; its control buffer is ours until it is sent and
-        // large and aligned enough for a `TxDest` (checked above); a packet
-        // on no list may use `next`.
+        // SAFETY: we own the packet; its control buffer is ours until it is
+        // sent and large and aligned enough for a `TxDest` (checked above).
         unsafe {
-            ptr::write(ptr::addr_of_mut!((*p).cb).cast::<TxDest>(), dest);
-            bindings::mrc_skb_set_next(p, ptr::null_mut());
-        }
-        if self.tail.is_null() {
-            self.head = p;
-        } else {
-            // SAFETY: `tail` is the last packet of the chain (type invariant).
-            unsafe { bindings::mrc_skb_set_next(self.tail, p) };
-        }
-        self.tail = p;
+            ptr::write(
+                ptr::addr_of_mut!((*skb.0.as_ptr()).cb).cast::<TxDest>(),
+                dest,
+            )
+        };
+        self.list.push(skb);
     }
 
     /// Queues `skb`, which holds one payload of `seg` bytes for `dest` and
     /// has room for more, and keeps it open for [`Self::append`].
     pub(crate) fn push_open(&mut self, skb: SkBuff, dest: TxDest, seg: u16) {
         self.push(skb, dest);
-        let Some(tail) = NonNull::new(self.tail) else {
+        let Some(tail) = self.list.last() else {
             return;
         };
         let batch = OpenBatch {
@@ -730,34 +822,21 @@ impl TxChain {
 
     /// Whether nothing is queued.
     pub(crate) fn is_empty(&self) -> bool {
-        self.head.is_null()
+        self.list.is_empty()
     }
 
     /// Takes the first packet of the chain and its destination.
     pub(crate) fn pop(&mut self) -> Option<(SkBuff, TxDest)> {
-        let p = NonNull::new(self.head)?;
+        let skb = self.list.pop()?;
         for o in self.open.iter_mut() {
-            if o.as_ref().is_some_and(|b| b.skb == p) {
+            if o.as_ref().is_some_and(|b| b.skb == skb.0) {
                 *o = None;
             }
         }
-        // SAFETY: `head` is an owned packet of the chain holding a `TxDest`
-        // (type invariant); it leaves the chain with `next` cleared.
-        let dest = unsafe {
-            self.head = bindings::mrc_skb_next(p.as_ptr());
-            bindings::mrc_skb_set_next(p.as_ptr(), ptr::null_mut());
-            ptr::read(ptr::addr_of!((*p.as_ptr()).cb).cast::<TxDest>())
-        };
-        if self.head.is_null() {
-            self.tail = ptr::null_mut();
-        }
-        Some((SkBuff(p), dest))
-    }
-}
-
-impl Drop for TxChain {
-    fn drop(&mut self) {
-        while self.pop().is_some() {}
+        // SAFETY: every packet of the chain holds a `TxDest` in its control
+        // buffer (type invariant).
+        let dest = unsafe { ptr::read(ptr::addr_of!((*skb.0.as_ptr()).cb).cast::<TxDest>()) };
+        Some((skb, dest))
     }
 }
 
@@ -787,7 +866,7 @@ pub(crate) trait EncapHandler: Sync {
     /// datagrams of one GSO packet or GRO train), each with `data` at its
     /// UDP header and its UDP checksum verified; `dropped` more of them
     /// failed that check or could not be split.
-    fn receive(&self, batch: RxBatch, dropped: u32);
+    fn receive(&self, batch: SkbList, dropped: u32);
 }
 
 /// `sk_data_ready` of the tunnel socket: hands everything queued on it to
@@ -814,99 +893,10 @@ unsafe extern "C" fn data_ready<H: EncapHandler>(sk: *mut bindings::sock) {
             return;
         }
         // SAFETY: `mrc_udp_dequeue` hands us ownership of the list.
-        let batch = unsafe { RxBatch::from_raw(list) };
+        let batch = unsafe { SkbList::from_raw(list) };
         // SAFETY: user data is cleared and an RCU grace period waited for
         // before the handler goes away (`UdpTunnel::drop`), so it is alive.
         unsafe { (*handler).receive(batch, dropped) };
-    }
-}
-
-/// Datagrams received together, in arrival order: what a [`UdpTunnel`]
-/// takes from its socket at once, or a run of them for one connection.
-///
-/// # Invariants
-///
-/// `head` is null or the first of a list of owned skbs linked by `next`,
-/// of which `tail` is the last; `len` counts them.
-pub(crate) struct RxBatch {
-    head: *mut bindings::sk_buff,
-    tail: *mut bindings::sk_buff,
-    len: u32,
-}
-
-// SAFETY: the batch owns its packets, which may be freed from any context.
-unsafe impl Send for RxBatch {}
-
-impl RxBatch {
-    /// An empty batch.
-    pub(crate) const fn new() -> Self {
-        Self {
-            head: ptr::null_mut(),
-            tail: ptr::null_mut(),
-            len: 0,
-        }
-    }
-
-    /// Takes ownership of `list`, skbs linked by `next` (null: none).
-    ///
-    /// # Safety
-    ///
-    /// `list` is null or the head of a list of skbs the caller owns and
-    /// gives up, ending with a null `next`.
-    unsafe fn from_raw(list: *mut bindings::sk_buff) -> Self {
-        let mut b = Self::new();
-        let mut p = list;
-        while !p.is_null() {
-            b.tail = p;
-            b.len = b.len.saturating_add(1);
-            // SAFETY: `p` is a packet of the list (caller's guarantee).
-            p = unsafe { bindings::mrc_skb_next(p) };
-        }
-        b.head = list;
-        b
-    }
-
-    /// Appends `skb`.
-    pub(crate) fn push(&mut self, skb: SkBuff) {
-        let p = skb.into_raw();
-        // SAFETY: we own `p` now; a packet on no list may use `next`.
-        unsafe { bindings::mrc_skb_set_next(p, ptr::null_mut()) };
-        if self.tail.is_null() {
-            self.head = p;
-        } else {
-            // SAFETY: `tail` is the last packet of the list (type invariant).
-            unsafe { bindings::mrc_skb_set_next(self.tail, p) };
-        }
-        self.tail = p;
-        self.len = self.len.saturating_add(1);
-    }
-
-    /// Takes the first packet.
-    pub(crate) fn pop(&mut self) -> Option<SkBuff> {
-        let p = NonNull::new(self.head)?;
-        // SAFETY: `head` is an owned packet of the list (type invariant); it
-        // leaves the list with `next` cleared.
-        unsafe {
-            self.head = bindings::mrc_skb_next(p.as_ptr());
-            bindings::mrc_skb_set_next(p.as_ptr(), ptr::null_mut());
-        }
-        if self.head.is_null() {
-            self.tail = ptr::null_mut();
-        }
-        self.len = self.len.saturating_sub(1);
-        Some(SkBuff(p))
-    }
-
-    /// How many packets the batch holds.
-    pub(crate) fn len(&self) -> u32 {
-        self.len
-    }
-}
-
-impl Drop for RxBatch {
-    fn drop(&mut self) {
-        // SAFETY: we own the list (type invariant).
-        unsafe { bindings::mrc_kfree_skb_list(self.head) };
     }
 }
 
