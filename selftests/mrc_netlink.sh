@@ -4,7 +4,8 @@
 # Generic netlink family "mrc": stats-get through mrc-status and through the
 # kernel tree's own ynl client equal /proc/net/mrc exactly, per namespace;
 # param-get/param-set and the endpoint table per namespace with policy and
-# extack errors; changes need CAP_NET_ADMIN; conn-get dumps of live
+# extack errors; endpoint load of a configuration file, idempotent, with
+# --replace, and endpoints by interface; changes need CAP_NET_ADMIN; conn-get dumps of live
 # connections over two planes on both ends (counts, paths, growing byte
 # counters), isolated from a namespace without connections; conn-get of
 # unknown connections and malformed conn-get requests fail with errno and
@@ -137,6 +138,88 @@ if [ -f "$ksrc/tools/net/ynl/cli.py" ]; then
 		$MRC_PY -c 'import json,sys; print(len(json.load(sys.stdin)))' 2>&1)
 	mrc_check "ynl cli.py endpoint-get dump" 16 "$out"
 fi
+
+# Endpoints from a configuration file (endpoint load), in a, whose table is
+# empty: a first load adds, a second changes nothing (the table's
+# generation stays), a changed file changes only what differs, --replace
+# removes what the file does not name, and a file with a mistake changes
+# nothing. "dev IFNAME" stands for the interface's global unicast addresses:
+# not its link-local or host-scope ones.
+ip -n "$a" link add mrcl0 type veth peer name mrcl1
+ip -n "$a" addr add 10.78.0.1/24 dev mrcl0
+ip -n "$a" addr add 10.78.0.2/24 dev mrcl0
+ip -n "$a" addr add 10.78.9.9/32 dev mrcl0 scope host
+ip -n "$a" addr add fd78::1/64 dev mrcl0 nodad
+ip -n "$a" link set mrcl0 up
+ip -n "$a" link set mrcl1 up
+ifa=$(ip netns exec "$a" cat /sys/class/net/veth-a/ifindex)
+ifl=$(ip netns exec "$a" cat /sys/class/net/mrcl0/ifindex)
+conf=$(mktemp -d)
+cat >"$conf/one.conf" <<'CONF'
+# rails of a
+10.77.0.1 dev veth-a
+fd77::1 backup      # no interface: routing chooses
+dev mrcl0
+CONF
+cat >"$conf/two.conf" <<'CONF'
+10.77.0.1 dev veth-a backup
+dev mrcl0 ipv6
+10.77.0.9
+CONF
+load() { # NS ARGS...: the last line of endpoint load's output, or its exit status and error
+	local ns=$1 out rc
+	shift
+	out=$(ip netns exec "$ns" "$MRC_STATUS" endpoint load "$@" 2>&1)
+	rc=$?
+	if [ $rc -eq 0 ]; then tail -n 1 <<<"$out"; else echo "rc $rc: $out"; fi
+}
+mrc_check "load: first load adds all" "endpoints: 5 added, 0 removed, 0 changed, 0 unchanged" \
+	"$(load "$a" "$conf/one.conf")"
+mrc_check "load: endpoints, dev as its global unicast addresses" \
+	"10.77.0.1/$ifa/0 fd77::1/0/1 10.78.0.1/$ifl/0 10.78.0.2/$ifl/0 fd78::1/$ifl/0" "$(eps "$a")"
+g1=$(gen "$a")
+mrc_check "load: second load changes nothing" "endpoints: no change, 5 unchanged" \
+	"$(load "$a" "$conf/one.conf")"
+mrc_check "load: second load left the generation" "$g1" "$(gen "$a")"
+out=$(ip netns exec "$a" "$MRC_STATUS" --json endpoint load "$conf/one.conf" |
+	$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(*(len(d[k]) for k in ("added","removed","changed","unchanged","kept")), d["dry_run"])')
+mrc_check "load --json: added removed changed unchanged kept dry_run" "0 0 0 5 0 False" "$out"
+mrc_check "load of a changed file: only what differs, the rest kept" \
+	"endpoints: 1 added, 0 removed, 1 changed, 1 unchanged, 3 others kept" \
+	"$(load "$a" "$conf/two.conf")"
+mrc_check "load of a changed file: endpoints" \
+	"10.77.0.1/$ifa/1 fd77::1/0/1 10.78.0.1/$ifl/0 10.78.0.2/$ifl/0 fd78::1/$ifl/0 10.77.0.9/0/0" "$(eps "$a")"
+g1=$(gen "$a")
+mrc_check "load --replace --dry-run" \
+	"endpoints: 0 added, 3 removed, 0 changed (dry run), 3 unchanged" \
+	"$(load "$a" --replace --dry-run "$conf/two.conf")"
+mrc_check "load --dry-run changed nothing" "$g1" "$(gen "$a")"
+mrc_check "load --replace removes what the file does not name" \
+	"endpoints: 0 added, 3 removed, 0 changed, 3 unchanged" "$(load "$a" --replace "$conf/two.conf")"
+mrc_check "load --replace: endpoints" "10.77.0.1/$ifa/1 fd78::1/$ifl/0 10.77.0.9/0/0" "$(eps "$a")"
+mrc_check "load --replace again changes nothing" "endpoints: no change, 3 unchanged" \
+	"$(load "$a" --replace "$conf/two.conf")"
+g1=$(gen "$a")
+printf '10.77.0.5\n10.77.0.6 port 9000\n' >"$conf/bad.conf"
+out=$(load "$a" --replace "$conf/bad.conf")
+case "$out" in
+"rc 2: mrc-status: $conf/bad.conf:2: an endpoint has no port"*) mrc_ok "load: a bad line is named, exit status 2" ;;
+*) mrc_fail "load of a bad file: $out" ;;
+esac
+printf '10.77.0.5\ndev mrcl9\n' >"$conf/noif.conf"
+mrc_check "load: a missing interface is named, exit status 1" \
+	"rc 1: mrc-status: $conf/noif.conf:2: no interface named 'mrcl9'" "$(load "$a" --replace "$conf/noif.conf")"
+mrc_check "load: files with mistakes changed nothing" "$g1" "$(gen "$a")"
+out=$(ip netns exec "$a" "$MRC_STATUS" endpoint add --dev mrcl0 2>&1 | tail -n 1)
+mrc_check "endpoint add --dev: the interface's addresses not yet there" \
+	"endpoints: 2 added, 0 removed, 0 changed, 1 unchanged, 2 others kept" "$out"
+out=$(ip netns exec "$a" "$MRC_STATUS" endpoint add --dev mrcl0 2>&1 | tail -n 1)
+mrc_check "endpoint add --dev again changes nothing" \
+	"endpoints: no change, 3 unchanged, 2 others kept" "$out"
+mrc_check "load --replace of an empty file empties the table" \
+	"endpoints: 0 added, 5 removed, 0 changed, 0 unchanged" "$(load "$a" --replace /dev/null)"
+mrc_check "endpoints in a after all loads" "none" "$(eps "$a")"
+rm -rf "$conf"
 
 # Live connections, in namespaces of their own: y opens $nconn connections
 # to x and sends 16 KiB on each five times a second (no faster: a

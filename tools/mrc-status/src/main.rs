@@ -7,7 +7,9 @@
 //! loaded.
 
 mod attr;
+mod config;
 mod format;
+mod ifaddr;
 mod model;
 mod nl;
 mod spec;
@@ -19,6 +21,7 @@ use nl::{Client, Error};
 use serde::Serialize;
 use std::ffi::{CStr, CString};
 use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -86,10 +89,16 @@ impl Select {
 
 #[derive(Subcommand, Debug, PartialEq)]
 enum EndpointCmd {
-    /// Add a local endpoint.
+    /// Add a local endpoint, or every global unicast address of an interface.
+    #[command(
+        after_help = "Without ADDR, adds every global unicast address of the interface given \
+                      by --dev or --ifindex, each pinned to it, and leaves those already there \
+                      alone (as `endpoint load` of a line `dev IFNAME`)."
+    )]
     Add {
-        /// IPv4 or IPv6 address.
-        addr: IpAddr,
+        /// IPv4 or IPv6 address; without it, those of the interface.
+        #[arg(required_unless_present_any = ["dev", "ifindex"])]
+        addr: Option<IpAddr>,
         #[command(flatten)]
         dev: Dev,
         /// Use paths over this endpoint only when no other path is active.
@@ -105,6 +114,41 @@ enum EndpointCmd {
     },
     /// List the local endpoints.
     Show,
+    /// Make the endpoint table what a configuration file says.
+    #[command(after_help = LOAD_HELP)]
+    Load(Load),
+}
+
+const LOAD_HELP: &str = "\
+FILE holds one endpoint a line; `#` starts a comment:
+
+  ADDR [dev IFNAME | ifindex N] [backup]   one address, pinned to the interface if named
+  dev IFNAME [ipv4 | ipv6] [backup]        every global unicast address of the interface
+                                           (or of one family), each pinned to it: of global
+                                           scope, not deprecated, not failed DAD, and no
+                                           temporary IPv6 address
+  ifindex N ...                            an interface by index, in either form
+
+Endpoints have no port: all use the module's UDP port (insmod mrc port=P).
+
+Endpoints in the file but not in the table are added, those whose settings
+differ are removed and added again, and those already as the file says are
+left alone: loading the same file again changes nothing. Endpoints not in
+the file stay, unless --replace is given. Errors name the file and line; a
+file with an error changes nothing (exit status 2 for a line that does not
+parse, 1 for a missing interface or a refused request).";
+
+/// `endpoint load`.
+#[derive(Args, Debug, PartialEq)]
+struct Load {
+    /// Configuration file; `-` reads standard input.
+    file: PathBuf,
+    /// Also remove the endpoints that are not in the file.
+    #[arg(long)]
+    replace: bool,
+    /// Show what would change, and change nothing.
+    #[arg(short = 'n', long)]
+    dry_run: bool,
 }
 
 /// The interface of an endpoint, by name or index.
@@ -387,22 +431,7 @@ fn read(c: &mut Client, cmd: &Command, json: bool) -> Result<String, Failure> {
             }
         }
         Command::Endpoint(EndpointCmd::Show) => {
-            let mut d = c.dump(
-                spec::cmd::ENDPOINT_GET,
-                "endpoint-get",
-                spec::endpoint::ATTRS,
-                |msgs| {
-                    let attrs = msgs
-                        .iter()
-                        .map(|m| Attrs::parse(&m.attrs, spec::endpoint::ATTRS))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    EndpointDump::assemble(attrs)
-                },
-            )?;
-            note_torn(&d, "endpoints");
-            for e in &mut d.endpoints {
-                e.ifname = e.ifindex.and_then(ifname);
-            }
+            let d = endpoint_dump(c)?;
             if json {
                 js(serde_json::to_string(&d))
             } else {
@@ -425,6 +454,159 @@ fn read(c: &mut Client, cmd: &Command, json: bool) -> Result<String, Failure> {
         }
         _ => Err(usage("not a read command".into())),
     }
+}
+
+/// Dumps the endpoint table, with interface names.
+fn endpoint_dump(c: &mut Client) -> Result<EndpointDump, Failure> {
+    let mut d = c.dump(
+        spec::cmd::ENDPOINT_GET,
+        "endpoint-get",
+        spec::endpoint::ATTRS,
+        |msgs| {
+            let attrs = msgs
+                .iter()
+                .map(|m| Attrs::parse(&m.attrs, spec::endpoint::ATTRS))
+                .collect::<Result<Vec<_>, _>>()?;
+            EndpointDump::assemble(attrs)
+        },
+    )?;
+    note_torn(&d, "endpoints");
+    for e in &mut d.endpoints {
+        e.ifname = e.ifindex.and_then(ifname);
+    }
+    Ok(d)
+}
+
+/// The host as `endpoint load` sees it: interfaces by name, and their
+/// addresses, dumped once.
+#[derive(Default)]
+struct LiveHost {
+    addrs: Option<Vec<ifaddr::IfAddr>>,
+}
+
+impl config::Host for LiveHost {
+    fn ifindex(&mut self, name: &str) -> Result<u32, String> {
+        ifindex(name).map_err(|f| f.msg)
+    }
+
+    fn addrs(&mut self, index: u32) -> Result<Vec<IpAddr>, String> {
+        if ifname(index).is_none() {
+            return Err(format!("no interface with index {index}"));
+        }
+        let all = match &mut self.addrs {
+            Some(a) => a,
+            none => none.insert(
+                ifaddr::dump().map_err(|e| format!("reading the interfaces' addresses: {e}"))?,
+            ),
+        };
+        Ok(all
+            .iter()
+            .filter(|a| a.ifindex == index && a.is_global_unicast())
+            .map(|a| a.addr)
+            .collect())
+    }
+}
+
+/// The JSON document of `endpoint load`.
+#[derive(Serialize)]
+struct LoadReport<'a> {
+    dry_run: bool,
+    #[serde(flatten)]
+    plan: &'a config::Plan,
+}
+
+/// Brings the endpoint table to `lines`, read from `source` (a file name,
+/// or none for the command line), and reports what changed.
+fn apply_endpoints(
+    lines: &[config::Line],
+    source: Option<&str>,
+    replace: bool,
+    dry_run: bool,
+    json: bool,
+) -> Result<(), Failure> {
+    let mut client = Client::connect()?;
+    let errors = |errs: Vec<config::LineError>| Failure {
+        msg: errs
+            .iter()
+            .map(|e| e.display(source))
+            .collect::<Vec<_>>()
+            .join("\nmrc-status: "),
+        status: 1,
+    };
+    let wants = config::resolve(lines, &mut LiveHost::default()).map_err(errors)?;
+    let current = endpoint_dump(&mut client)?;
+    let mut plan = config::Plan::new(&wants, &current.endpoints, replace)
+        .map_err(|m| errors(vec![config::LineError { line: 0, msg: m }]))?;
+    plan.name_interfaces(ifname);
+    if !dry_run {
+        let ops = plan.ops();
+        for (done, op) in ops.iter().enumerate() {
+            let (cmd, op_name, attrs, what) = match op {
+                config::Op::Del { addr, ifindex } => {
+                    let mut w = AttrWriter::new().addr(spec::endpoint::ADDR, *addr);
+                    if *ifindex != 0 {
+                        w = w.u32(spec::endpoint::IFINDEX, *ifindex);
+                    }
+                    (spec::cmd::ENDPOINT_DEL, "endpoint-del", w, *addr)
+                }
+                config::Op::Add(want) => {
+                    let e = want.endpoint();
+                    let mut w = AttrWriter::new().addr(spec::endpoint::ADDR, e.addr);
+                    if want.ifindex != 0 {
+                        w = w.u32(spec::endpoint::IFINDEX, want.ifindex);
+                    }
+                    w = w.u32(spec::endpoint::FLAGS, e.flags);
+                    (spec::cmd::ENDPOINT_ADD, "endpoint-add", w, e.addr)
+                }
+            };
+            client
+                .request(cmd, op_name, attrs.finish(), spec::endpoint::ATTRS)
+                .map_err(|e| Failure {
+                    msg: format!(
+                        "{what}: {e} (after {done} of {} requests; the table is partly changed)",
+                        ops.len()
+                    ),
+                    status: 1,
+                })?;
+        }
+    }
+    if json {
+        print_json(&LoadReport {
+            dry_run,
+            plan: &plan,
+        })
+    } else {
+        print!("{}", plan.describe(!dry_run, ifname));
+        Ok(())
+    }
+}
+
+/// `endpoint load FILE`.
+fn load(l: &Load, json: bool) -> Result<(), Failure> {
+    let stdin = l.file.as_os_str() == "-";
+    let source = if stdin {
+        "<stdin>".to_string()
+    } else {
+        l.file.display().to_string()
+    };
+    let text = if stdin {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(&l.file)
+    }
+    .map_err(|e| Failure {
+        msg: format!("{source}: {e}"),
+        status: 1,
+    })?;
+    let lines = config::parse(&text).map_err(|errs| {
+        usage(
+            errs.iter()
+                .map(|e| e.display(Some(&source)))
+                .collect::<Vec<_>>()
+                .join("\nmrc-status: "),
+        )
+    })?;
+    apply_endpoints(&lines, Some(&source), l.replace, l.dry_run, json)
 }
 
 fn dev_index(dev: &Dev) -> Result<Option<u32>, Failure> {
@@ -501,9 +683,37 @@ fn run(cli: Cli) -> Result<(), Failure> {
             "--watch only applies to commands that show something".into(),
         ));
     }
+    match &cmd {
+        Command::Endpoint(EndpointCmd::Load(l)) => return load(l, cli.json),
+        Command::Endpoint(EndpointCmd::Add {
+            addr: None,
+            dev,
+            backup,
+        }) => {
+            let dev = match (&dev.dev, dev.ifindex) {
+                (Some(name), _) => config::Iface::Name(name.clone()),
+                (None, Some(i)) => config::Iface::Index(i),
+                (None, None) => return Err(usage("give an address or an interface".into())),
+            };
+            let line = config::Line {
+                line: 0,
+                entry: config::Entry::Iface {
+                    dev,
+                    family: None,
+                    backup: *backup,
+                },
+            };
+            return apply_endpoints(&[line], None, false, false, cli.json);
+        }
+        _ => {}
+    }
     // Validate arguments before talking to the kernel.
     let change = match &cmd {
-        Command::Endpoint(EndpointCmd::Add { addr, dev, backup }) => {
+        Command::Endpoint(EndpointCmd::Add {
+            addr: Some(addr),
+            dev,
+            backup,
+        }) => {
             let flags = if *backup {
                 spec::endpoint_flags::BACKUP
             } else {
@@ -652,7 +862,7 @@ mod tests {
         assert_eq!(
             c.command,
             Some(Command::Endpoint(EndpointCmd::Add {
-                addr: "10.0.1.1".parse().unwrap(),
+                addr: Some("10.0.1.1".parse().unwrap()),
                 dev: Dev {
                     dev: Some("eth1".into()),
                     ifindex: None
@@ -683,6 +893,68 @@ mod tests {
         ])
         .is_err());
         assert!(parse(&["endpoint", "show"]).is_ok());
+    }
+
+    #[test]
+    fn endpoints_of_an_interface_and_from_a_file() {
+        let c = parse(&["endpoint", "add", "--dev", "eth1", "--backup"]).unwrap();
+        assert_eq!(
+            c.command,
+            Some(Command::Endpoint(EndpointCmd::Add {
+                addr: None,
+                dev: Dev {
+                    dev: Some("eth1".into()),
+                    ifindex: None
+                },
+                backup: true
+            }))
+        );
+        assert!(parse(&["endpoint", "add", "--ifindex", "3"]).is_ok());
+        assert!(parse(&["endpoint", "add"]).is_err());
+        assert!(parse(&["endpoint", "add", "--backup"]).is_err());
+
+        let c = parse(&["endpoint", "load", "hosts.conf", "--replace", "-n"]).unwrap();
+        assert_eq!(
+            c.command,
+            Some(Command::Endpoint(EndpointCmd::Load(Load {
+                file: "hosts.conf".into(),
+                replace: true,
+                dry_run: true
+            })))
+        );
+        assert!(parse(&["endpoint", "load"]).is_err());
+    }
+
+    /// A file is read and checked before the kernel is asked anything, so
+    /// these run without the module.
+    #[test]
+    fn load_reports_file_errors_first() {
+        let dir = std::env::temp_dir().join(format!("mrc-status-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("eps.conf");
+        std::fs::write(&file, "10.0.0.1 dev eth1\n10.0.0.2 port 5\n# ok\nbogus\n").unwrap();
+        let l = Load {
+            file: file.clone(),
+            replace: false,
+            dry_run: true,
+        };
+        let f = load(&l, false).unwrap_err();
+        assert_eq!(f.status, 2);
+        let name = file.display().to_string();
+        assert!(f.msg.starts_with(&format!("{name}:2: ")), "{}", f.msg);
+        assert!(
+            f.msg.contains(&format!("\nmrc-status: {name}:4: 'bogus'")),
+            "{}",
+            f.msg
+        );
+        let l = Load {
+            file: dir.join("missing.conf"),
+            ..l
+        };
+        let f = load(&l, false).unwrap_err();
+        assert_eq!(f.status, 1);
+        assert!(f.msg.contains("missing.conf: "), "{}", f.msg);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
