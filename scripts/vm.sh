@@ -25,5 +25,6 @@ append="root=/dev/root panic_on_warn=1 oops=panic"
 # rootflags, so these replace virtme-ng's (the same with the cache added).
 append+=" rootflags=version=9p2000.L,trans=virtio,access=any,msize=524288,cache=loose"
 [ "$flavor" = debug ] && append+=" kmemleak=on"
-exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory 1G \
+# 2 GiB: two PyTorch ranks need about 700 MB each (MRC_VM_MEMORY overrides).
+exec vng --run "$kdir/arch/x86/boot/bzImage" --disable-kvm --cpus 2 --memory "${MRC_VM_MEMORY:-2G}" \
 	--append "$append" --exec "$*"
