@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Settings from the environment, read once when the library is loaded, and
+//! the AF_MRC number, read once on first need.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
+
+/// Environment variable: fall back to TCP when no MRC peer answers.
+pub const ENV_FALLBACK: &str = "MRCIZE_FALLBACK";
+
+static FALLBACK: AtomicBool = AtomicBool::new(false);
+/// AF_MRC; 0 until looked up.
+static FAMILY: AtomicI32 = AtomicI32::new(0);
+
+/// Whether an environment value turns a switch on: set, not empty, not
+/// "0".
+pub fn is_on(v: Option<&std::ffi::OsStr>) -> bool {
+    v.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reads the environment (the library's constructor calls this).
+pub fn load() {
+    FALLBACK.store(is_on(std::env::var_os(ENV_FALLBACK).as_deref()), Relaxed);
+}
+
+/// Whether refused MRC connections fall back to TCP.
+pub fn fallback() -> bool {
+    FALLBACK.load(Relaxed)
+}
+
+/// The AF_MRC number: the loaded module's `family` parameter, else the
+/// default (socket() then fails with EAFNOSUPPORT and mrcize uses TCP).
+pub fn mrc_family() -> i32 {
+    let f = FAMILY.load(Relaxed);
+    if f != 0 {
+        return f;
+    }
+    let f = libmrc::family().unwrap_or(libmrc::MRC_DEFAULT_FAMILY);
+    FAMILY.store(f, Relaxed);
+    f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn switch_values() {
+        assert!(!is_on(None));
+        assert!(!is_on(Some(OsStr::new(""))));
+        assert!(!is_on(Some(OsStr::new("0"))));
+        assert!(is_on(Some(OsStr::new("1"))));
+        assert!(is_on(Some(OsStr::new("yes"))));
+    }
+}
