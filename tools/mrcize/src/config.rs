@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 pub const ENV_FALLBACK: &str = "MRCIZE_FALLBACK";
 
 static FALLBACK: AtomicBool = AtomicBool::new(false);
+/// The process whose memory the descriptor table describes; 0 if not
+/// known yet.
+static OWNER: AtomicI32 = AtomicI32::new(0);
 /// AF_MRC; 0 until looked up.
 static FAMILY: AtomicI32 = AtomicI32::new(0);
 
@@ -17,9 +20,32 @@ pub fn is_on(v: Option<&std::ffi::OsStr>) -> bool {
     v.is_some_and(|v| !v.is_empty() && v != "0")
 }
 
-/// Reads the environment (the library's constructor calls this).
+/// Reads the environment and notes the process (the library's
+/// constructor calls this).
 pub fn load() {
     FALLBACK.store(is_on(std::env::var_os(ENV_FALLBACK).as_deref()), Relaxed);
+    note_owner();
+    // SAFETY: registers a plain function, run in the child after fork()
+    // (not after vfork(), whose child shares our memory).
+    unsafe { libc::pthread_atfork(None, None, Some(after_fork)) };
+}
+
+extern "C" fn after_fork() {
+    note_owner();
+}
+
+fn note_owner() {
+    // SAFETY: plain system call.
+    OWNER.store(unsafe { libc::getpid() }, Relaxed);
+}
+
+/// Whether this is the child of a vfork() (or of a clone() sharing
+/// memory): its close() and dup2() calls before exec must not change the
+/// parent's records, which are in the memory they share.
+pub fn borrowed_memory() -> bool {
+    let owner = OWNER.load(Relaxed);
+    // SAFETY: plain system call.
+    owner != 0 && owner != unsafe { libc::getpid() }
 }
 
 /// Whether refused MRC connections fall back to TCP.

@@ -281,8 +281,13 @@ pub fn get_or_alloc(fd: i32) -> Option<&'static Slot> {
 }
 
 /// Records that `new` is a duplicate of `old` (dup(), dup2(), dup3(),
-/// F_DUPFD).
+/// F_DUPFD). Nothing is recorded in a vfork() child (see
+/// [`crate::config::borrowed_memory`]).
 pub fn dup(old: i32, new: i32) {
+    let tracked = |fd| get(fd).is_some_and(|s| s.state().kind() != Kind::Unknown);
+    if (tracked(old) || tracked(new)) && crate::config::borrowed_memory() {
+        return;
+    }
     match get(old) {
         Some(o) if o.state().kind() != Kind::Unknown => {
             if let Some(n) = get_or_alloc(new) {
@@ -293,10 +298,13 @@ pub fn dup(old: i32, new: i32) {
     }
 }
 
-/// Forgets what was known about `fd` (closed, or replaced).
+/// Forgets what was known about `fd` (closed, or replaced); not in a
+/// vfork() child.
 pub fn forget(fd: i32) {
     if let Some(s) = get(fd) {
-        s.clear();
+        if s.state().kind() != Kind::Unknown && !crate::config::borrowed_memory() {
+            s.clear();
+        }
     }
 }
 

@@ -810,6 +810,10 @@ unsafe fn so_error(fd: c_int, m: &Mrc, val: *mut c_void, len: *mut socklen_t) ->
     // SAFETY: val holds the int the kernel wrote.
     let v = unsafe { *(val as *const c_int) };
     if v == 0 {
+        // Still connecting, or connected (then no fallback any more).
+        if mrc_name(fd, true).is_some() {
+            s.set_flag(F_NB_CONNECT, false);
+        }
         return rc;
     }
     s.set_flag(F_NB_CONNECT, false);
@@ -854,12 +858,14 @@ pub unsafe extern "C" fn getsockopt(
         // SAFETY: the caller's arguments, passed on.
         return unsafe { real::getsockopt(fd, level, name, val, len) };
     };
-    // What to answer; the value is written out below.
+    // What to answer; the value is written out below. Byte answers go to
+    // `bytes`.
     enum Answer {
         Int(i32),
-        Bytes([u8; opts::TCP_INFO_LEN], usize),
+        Bytes(usize),
         SoError,
     }
+    let mut bytes = [0u8; opts::TCP_INFO_LEN];
     let answer = match (level, name) {
         (libc::SOL_SOCKET, libc::SO_DOMAIN) => Answer::Int(m.family),
         (libc::SOL_SOCKET, libc::SO_PROTOCOL) => Answer::Int(libc::IPPROTO_TCP),
@@ -867,12 +873,12 @@ pub unsafe extern "C" fn getsockopt(
         // What Linux answers for a TCP socket of AF_INET.
         (libc::IPPROTO_IPV6, _) if m.family != libc::AF_INET6 => return err(libc::EOPNOTSUPP),
         (libc::IPPROTO_TCP, libc::TCP_INFO) => {
-            Answer::Bytes(opts::tcp_info(tcp_state(fd)), opts::TCP_INFO_LEN)
+            bytes = opts::tcp_info(tcp_state(fd));
+            Answer::Bytes(opts::TCP_INFO_LEN)
         }
         (libc::IPPROTO_TCP, libc::TCP_CONGESTION) => {
-            let mut b = [0u8; opts::TCP_INFO_LEN];
-            b[..opts::TCP_CA_NAME_MAX].copy_from_slice(&cc_name(fd, &m));
-            Answer::Bytes(b, opts::TCP_CA_NAME_MAX)
+            bytes[..opts::TCP_CA_NAME_MAX].copy_from_slice(&cc_name(fd, &m));
+            Answer::Bytes(opts::TCP_CA_NAME_MAX)
         }
         _ => match opts::index(level, name) {
             Some(i) => Answer::Int(m.slot.and_then(|s| s.opt(i)).unwrap_or(OPTS[i].default)),
@@ -883,7 +889,7 @@ pub unsafe extern "C" fn getsockopt(
         // SAFETY: val and len are the caller's, valid as for getsockopt().
         Answer::Int(v) => unsafe { put_int(level, v, val, len) },
         // SAFETY: as above.
-        Answer::Bytes(b, n) => unsafe { put_bytes(&b[..n], val, len) },
+        Answer::Bytes(n) => unsafe { put_bytes(&bytes[..n], val, len) },
         // SAFETY: as above.
         Answer::SoError => unsafe { so_error(fd, &m, val, len) },
     }
