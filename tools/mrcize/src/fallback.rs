@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! MRCIZE_FALLBACK: when an MRC connect() is refused (no MRC listener on
-//! the port, or no MRC module on the peer), the connection is made over
-//! TCP on the same descriptor.
+//! MRCIZE_FALLBACK: when an MRC connect() fails for want of an MRC peer,
+//! the connection is made over TCP on the same descriptor (see
+//! [`falls_back`] for when).
 //!
 //! A TCP socket of the program's family is created with the descriptor's
 //! O_NONBLOCK and FD_CLOEXEC, given the options the program set (recorded
@@ -24,6 +24,15 @@ fn errno() -> c_int {
 fn set_errno(e: c_int) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// Whether a connect() that failed with `errno` falls back to TCP:
+/// `ECONNREFUSED` (the peer's MRC answered that nobody listens on the
+/// port) and `ETIMEDOUT` (nothing answered MRC's handshake: no MRC module
+/// on the peer, whose UDP port then only draws ICMP errors, which MRC does
+/// not act on; or the peer is unreachable, and TCP will time out too).
+pub fn falls_back(errno: c_int) -> bool {
+    errno == libc::ECONNREFUSED || errno == libc::ETIMEDOUT
 }
 
 /// The program's address for the log line.
@@ -99,13 +108,13 @@ fn copy_options(old: c_int, new: c_int, slot: &Slot) {
 }
 
 /// Replaces MRC socket `fd`, whose connect() to `dest` (the program's
-/// address, of `family`) was refused, by a TCP socket and connects that.
-/// Returns what connect() returns, with its errno.
+/// address, of `family`) failed with `why`, by a TCP socket and connects
+/// that. Returns what connect() returns, with its errno.
 ///
 /// # Safety
 ///
 /// `fd` must be the program's MRC socket described by `slot`.
-pub unsafe fn to_tcp(fd: c_int, slot: &Slot, family: i32, dest: &[u8]) -> c_int {
+pub unsafe fn to_tcp(fd: c_int, slot: &Slot, family: i32, dest: &[u8], why: c_int) -> c_int {
     // SAFETY: F_GETFL and F_GETFD take no argument.
     let (fl, fdfl) = unsafe {
         (
@@ -151,9 +160,15 @@ pub unsafe fn to_tcp(fd: c_int, slot: &Slot, family: i32, dest: &[u8]) -> c_int 
     // SAFETY: tcp is our own descriptor, now duplicated onto fd.
     unsafe { real::close(tcp) };
     slot.reset(Kind::Plain, 0);
+    let what = if why == libc::ECONNREFUSED {
+        "no MRC listener"
+    } else {
+        "no MRC answer"
+    };
     log::line(format_args!(
-        "fd {fd}: no MRC listener at {} (connection refused): falling back to TCP",
-        Shown(dest, family)
+        "fd {fd}: {what} at {} ({}): falling back to TCP",
+        Shown(dest, family),
+        log::Errno(why)
     ));
     // SAFETY: dest is valid for its length.
     unsafe {
@@ -162,5 +177,26 @@ pub unsafe fn to_tcp(fd: c_int, slot: &Slot, family: i32, dest: &[u8]) -> c_int 
             dest.as_ptr() as *const sockaddr,
             dest.len() as socklen_t,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_errors() {
+        assert!(falls_back(libc::ECONNREFUSED));
+        assert!(falls_back(libc::ETIMEDOUT));
+        assert!(!falls_back(libc::ENETUNREACH));
+        assert!(!falls_back(libc::EINPROGRESS));
+        assert_eq!(
+            Shown(
+                &[2, 0, 0, 80, 10, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0],
+                libc::AF_INET
+            )
+            .to_string(),
+            "10.0.0.2:80"
+        );
     }
 }

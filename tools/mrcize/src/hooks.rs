@@ -373,10 +373,10 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         return 0;
     }
     match errno() {
-        libc::ECONNREFUSED => {
+        e if fallback::falls_back(e) => {
             s.set_flag(F_NB_CONNECT, false);
             // SAFETY: fd is the caller's MRC socket.
-            unsafe { fallback::to_tcp(fd, s, m.family, b) }
+            unsafe { fallback::to_tcp(fd, s, m.family, b, e) }
         }
         libc::EINPROGRESS => {
             s.dest.store(b);
@@ -791,7 +791,7 @@ fn cc_name(fd: c_int, m: &Mrc) -> [u8; opts::TCP_CA_NAME_MAX] {
     b
 }
 
-/// SO_ERROR; after a refused non-blocking connect with MRCIZE_FALLBACK,
+/// SO_ERROR; after a failed non-blocking connect with MRCIZE_FALLBACK,
 /// starts the TCP fallback and reports its outcome instead.
 ///
 /// # Safety
@@ -817,12 +817,12 @@ unsafe fn so_error(fd: c_int, m: &Mrc, val: *mut c_void, len: *mut socklen_t) ->
         return rc;
     }
     s.set_flag(F_NB_CONNECT, false);
-    if v != libc::ECONNREFUSED || !config::fallback() {
+    if !fallback::falls_back(v) || !config::fallback() {
         return rc;
     }
     let (dest, n) = s.dest.load();
     // SAFETY: fd is the program's MRC socket.
-    let r = unsafe { fallback::to_tcp(fd, s, m.family, &dest[..n]) };
+    let r = unsafe { fallback::to_tcp(fd, s, m.family, &dest[..n], v) };
     let e = if r == 0 || errno() == libc::EINPROGRESS {
         0
     } else {

@@ -22,7 +22,7 @@ usage: mrcize run [--fallback] [--] CMD [ARGS...]
 
 run       run CMD with its TCP sockets turned into MRC (AF_MRC SOCK_STREAM)
           sockets: LD_PRELOAD=<lib> [MRCIZE_FALLBACK=1] CMD ARGS...
---fallback  a connection refused over MRC is made over TCP instead
+--fallback  a connection refused or unanswered over MRC is made over TCP instead
 lib       print the path of the preload library
 
 The library is $MRCIZE_LIB if set, else found beside this program.";
