@@ -54,7 +54,7 @@ mrcize_lines() {
 iperf_server() {
 	local wrap=("$MRCIZE" run)
 	[ "${2:-}" = plain ] && wrap=()
-	ip netns exec "$A" "${wrap[@]}" iperf3 -s -1 -p "$1" \
+	ip netns exec "$A" "${wrap[@]}" iperf3 -s -1 --forceflush -p "$1" \
 		>"$tmp/srv-$1.out" 2>"$tmp/srv-$1.err" &
 	spid=$!
 	mrc_wait_for 60 grep -q 'Server listening' "$tmp/srv-$1.out" ||
@@ -92,6 +92,7 @@ tcp0_a=$(tcp_opens "$A")
 tcp0_b=$(tcp_opens "$B")
 
 # --- a) iperf3 -P 4 -------------------------------------------------------
+echo "# iperf3 at ${SECONDS} s"
 iperf_server 5201
 ip netns exec "$B" "$MRCIZE" run iperf3 -c "$SRV" -p 5201 -t 3 -P 4 --json \
 	>"$tmp/cli1.json" 2>"$tmp/cli1.err" &
@@ -117,6 +118,7 @@ else
 fi
 
 # --- a') plane 2 goes down mid-test ---------------------------------------
+echo "# iperf3, plane 2 down, at ${SECONDS} s"
 iperf_server 5201
 ip netns exec "$B" "$MRCIZE" run iperf3 -c "$SRV" -p 5201 -t 6 -P 2 --json \
 	>"$tmp/cli2.json" 2>"$tmp/cli2.err" &
@@ -136,6 +138,7 @@ ip -n "$B" link set vb2 up
 ip -n "$B" route replace 10.81.2.0/24 dev vb2 2>/dev/null
 
 # --- b) curl from python3 -m http.server ----------------------------------
+echo "# curl at ${SECONDS} s"
 mkdir "$tmp/www"
 head -c $((24 << 20)) /dev/urandom >"$tmp/www/blob"
 want=$(sha256sum <"$tmp/www/blob" | cut -d' ' -f1)
@@ -161,6 +164,7 @@ lines=$(mrcize_lines "$tmp"/*.err)
 mrc_check "mrcize logged nothing (no TCP in place of MRC)" "" "$lines"
 
 # --- d) --fallback to a plain TCP server --------------------------------------
+echo "# fallback at ${SECONDS} s"
 iperf_server 5202 plain
 ip netns exec "$B" "$MRCIZE" run --fallback iperf3 -c "$SRV" -p 5202 -t 1 --json \
 	>"$tmp/cli3.json" 2>"$tmp/cli3.fb"
