@@ -208,6 +208,9 @@ const ISN_MASK: u64 = (1 << 61) - 1;
 /// Messages accepted by [`Conn::send_message`] and not yet fully segmented.
 pub const MSG_QUEUE: usize = 256;
 
+/// Largest message a byte stream is cut into ([`Conn::stream_chunk`]).
+pub const STREAM_MSG: u32 = 64 << 10;
+
 /// Events waiting for [`Conn::poll_event`].
 pub const EVENT_QUEUE: usize = 256;
 
@@ -1596,6 +1599,47 @@ impl Conn {
             return 0;
         }
         u64::from(self.cfg.sndbuf).saturating_sub(self.snd_buffered)
+    }
+
+    /// Returns the message bytes queued and not yet acknowledged (`SIOCOUTQ`).
+    pub fn send_buffered(&self) -> u64 {
+        self.snd_buffered
+    }
+
+    /// Returns the bytes of complete messages delivered and not yet released by
+    /// [`Conn::release_recv`] (`SIOCINQ` of a stream).
+    pub fn recv_unread(&self) -> u64 {
+        self.rcv_unread
+    }
+
+    /// Returns how many bytes of a byte stream's next write to queue as one message now, out
+    /// of `remaining`; zero means wait for the peer to acknowledge.
+    ///
+    /// A stream is cut into messages of at most [`STREAM_MSG`] bytes: small enough that the
+    /// receiver can read a message's bytes soon after the first of them left, large enough
+    /// that per-message costs stay small next to the copy. A chunk fills the free send buffer,
+    /// but when only a sliver is free the writer waits for a quarter of the buffer (as
+    /// `sk_stream_memory_free` wakes writers) rather than queue a flood of tiny messages. An
+    /// empty buffer takes a chunk of any size, so a send buffer smaller than one chunk cannot
+    /// block forever.
+    pub fn stream_chunk(&self, remaining: usize) -> u32 {
+        let cap = STREAM_MSG.min(self.max_msg_len()).max(1);
+        let want = u32::try_from(remaining).unwrap_or(u32::MAX).min(cap);
+        if want == 0 || self.msg_ring_full() {
+            return 0;
+        }
+        if self.snd_buffered == 0 {
+            return want;
+        }
+        let space = u32::try_from(self.send_space()).unwrap_or(u32::MAX);
+        let sliver = (self.cfg.sndbuf / 4).min(cap);
+        if space >= want {
+            want
+        } else if space >= sliver {
+            space
+        } else {
+            0
+        }
     }
 
     /// Whether [`MSG_QUEUE`] messages are accepted and not yet acknowledged: the ids of

@@ -124,9 +124,10 @@ bool mrc_sock_port_denied(const struct sock *sk, u16 port)
 	       !ns_capable(net->user_ns, CAP_NET_BIND_SERVICE);
 }
 
-/* SO_RCVBUF and SO_SNDBUF of @parent, and whether the user set them. */
-void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent)
+/* The type of @parent, its SO_RCVBUF and SO_SNDBUF, and whether the user set them. */
+void mrc_sock_inherit(struct sock *sk, const struct sock *parent)
 {
+	sk->sk_type = parent->sk_type;
 	WRITE_ONCE(sk->sk_rcvbuf, READ_ONCE(parent->sk_rcvbuf));
 	WRITE_ONCE(sk->sk_sndbuf, READ_ONCE(parent->sk_sndbuf));
 	sk->sk_userlocks |= parent->sk_userlocks & (SOCK_SNDBUF_LOCK | SOCK_RCVBUF_LOCK);
@@ -230,6 +231,7 @@ bool mrc_signal_pending(void) { return signal_pending(current); }
 int mrc_sock_intr_errno(long timeo) { return sock_intr_errno(timeo); }
 long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock) { return sock_rcvtimeo(sk, noblock); }
 long mrc_sock_sndtimeo(const struct sock *sk, bool noblock) { return sock_sndtimeo(sk, noblock); }
+int mrc_sock_rcvlowat(const struct sock *sk, bool waitall, int len) { return sock_rcvlowat(sk, waitall, len); }
 int mrc_sock_error(struct sock *sk) { return sock_error(sk); }
 void mrc_sock_poll_wait(struct file *file, struct socket *sock, poll_table *p) { sock_poll_wait(file, sock, p); }
 void mrc_sock_graft(struct sock *sk, struct socket *parent) { sock_graft(sk, parent); }

@@ -20,6 +20,7 @@ pub mod mrc_limit;
 pub mod mrc_path;
 pub mod mrc_proto;
 
+mod mrc_io;
 mod mrc_net;
 mod mrc_sock;
 mod mrc_sys;

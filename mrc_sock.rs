@@ -40,6 +40,10 @@
 //! message its packets move, in order, to the socket's receive queue, the
 //! first marked with the message length and the last with an end mark.
 //! Only complete messages are ever in the receive queue.
+//!
+//! A `SOCK_STREAM` socket runs the same connection; `mrc_io` cuts what the
+//! application writes into messages and reads the queue as one run of
+//! bytes, across message boundaries.
 
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -55,8 +59,8 @@ use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, Msg,
-    OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, OptIn,
+    OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -77,9 +81,6 @@ fn dgram_for(mtu: u32) -> u32 {
     }
     mtu.saturating_sub(48).clamp(576, MAX_DGRAM)
 }
-
-/// Largest message (`MRC_MAX_MSG`).
-const MAX_MSG: u32 = mrc_sys::MRC_MAX_MSG;
 
 /// Most datagrams one run of the core sends; the rest follow from the timer,
 /// so that no single input or timer keeps a CPU in softirq for long.
@@ -266,6 +267,8 @@ struct Inner {
     /// Message bytes the application queued, and received.
     tx_bytes: u64,
     rx_bytes: u64,
+    /// Stream: bytes of the first packet of the receive queue already read.
+    head_off: u32,
     /// Socket options for the connection (`SOL_MRC`).
     opts: Opts,
 }
@@ -302,7 +305,7 @@ pub(crate) struct MrcSock {
 impl MrcSock {
     /// Checks the arguments of `socket(AF_MRC, sock_type, protocol)`.
     pub(crate) fn check(sock_type: i32, protocol: i32) -> Result {
-        if sock_type != mrc_sys::SOCK_SEQPACKET {
+        if sock_type != mrc_sys::SOCK_SEQPACKET && sock_type != mrc_sys::SOCK_STREAM {
             return Err(err::socket_type_not_supported());
         }
         if protocol != 0 {
@@ -339,6 +342,7 @@ impl MrcSock {
                     since_ns: 0,
                     tx_bytes: 0,
                     rx_bytes: 0,
+                    head_off: 0,
                     opts: Opts {
                         heartbeat_ms: None,
                         cc: None,
@@ -1524,7 +1528,12 @@ pub(crate) fn poll(sk: &Sock) -> u32 {
         Mode::Open => mask |= poll_bits::OUT,
         Mode::Connecting => {}
         Mode::Connected | Mode::Closed => {
-            if sk.queue_len() > 0 || inner.peer_fin || inner.rd_shut {
+            // A stream is readable once `SO_RCVLOWAT` bytes are queued.
+            let enough = !sk.is_stream()
+                || inner.sess.as_deref().map_or(true, |s| {
+                    s.conn.recv_unread() >= sk.rcvlowat(false, usize::MAX) as u64
+                });
+            if (sk.queue_len() > 0 && enough) || inner.peer_fin || inner.rd_shut {
                 mask |= poll_bits::IN;
             }
             if inner.peer_fin || inner.rd_shut {
@@ -1574,153 +1583,124 @@ pub(crate) fn shutdown(sk: &Sock, how: i32) -> Result {
     Ok(())
 }
 
-/// `sendmsg()`: one message.
-pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
-    let flags = msg.flags();
-    if flags & msg_flags::OOB != 0 {
-        return Err(err::not_supported());
-    }
-    let guard = sk.lock();
-    let len32 = u32::try_from(len)
-        .ok()
-        .filter(|l| *l <= MAX_MSG)
-        .ok_or_else(err::message_too_long)?;
-    {
-        let inner = sk.state().inner.lock();
-        match inner.mode {
-            Mode::Connected => {}
-            Mode::Closed => {
-                if let Some(e) = sk.take_error() {
-                    return Err(e);
-                }
-                return Err(pipe(flags));
+/// Checks that `sk` may queue data: connected and not shut down for
+/// writing. A closed connection reports its error, or `EPIPE`.
+pub(crate) fn send_ready(sk: &Sock, flags: i32) -> Result {
+    let inner = sk.state().inner.lock();
+    match inner.mode {
+        Mode::Connected => {}
+        Mode::Closed => {
+            if let Some(e) = sk.take_error() {
+                return Err(e);
             }
-            _ => return Err(err::not_connected()),
-        }
-        if inner.wr_shut {
             return Err(pipe(flags));
         }
+        _ => return Err(err::not_connected()),
     }
-    let mut buf = Some(msg.copy_in_new(len)?);
-    let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
-    let mut result: Result<i32> = Err(EAGAIN);
-    let waited = guard.wait(&mut timeo, || {
-        if result != Err(EAGAIN) {
-            return true;
-        }
-        result = with_conn(sk, |inner, _| {
-            let Some(s) = inner.sess.as_deref_mut() else {
-                return Err(err::not_connected());
-            };
-            match s.conn.send_message(len32) {
-                Ok(id) => {
-                    if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
-                        *slot = buf.take();
-                    }
-                    inner.tx_bytes += u64::from(len32);
-                    Ok(len32 as i32)
+    if inner.wr_shut {
+        return Err(pipe(flags));
+    }
+    Ok(())
+}
+
+/// Queues `buf`, `len` bytes, as one message of the connection; `EAGAIN`
+/// (and `buf` kept) when the send buffer has no room for it now.
+pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<KVVec<u8>>, len: u32) -> Result<i32> {
+    with_conn(sk, |inner, _| {
+        let Some(s) = inner.sess.as_deref_mut() else {
+            return Err(err::not_connected());
+        };
+        match s.conn.send_message(len) {
+            Ok(id) => {
+                if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
+                    *slot = buf.take();
                 }
-                Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
-                Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
-                Err(e) => Err(Error::from_errno(-e.errno())),
+                inner.tx_bytes += u64::from(len);
+                Ok(len as i32)
             }
-        });
-        result != Err(EAGAIN)
-    });
-    match (waited, result) {
-        (_, Ok(n)) => Ok(n),
-        (_, Err(e)) if e == EPIPE => Err(pipe(flags)),
-        (Err(e), _) => Err(e),
-        (Ok(()), Err(e)) => Err(e),
+            Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
+            Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
+            Err(e) => Err(Error::from_errno(-e.errno())),
+        }
+    })
+}
+
+/// How many of a stream write's `remaining` bytes to queue as the next
+/// message now ([`Conn::stream_chunk`]); 0 to wait, `EPIPE` once the
+/// connection can take no more.
+pub(crate) fn stream_chunk(sk: &Sock, remaining: usize) -> Result<u32> {
+    let inner = sk.state().inner.lock();
+    if inner.mode != Mode::Connected || inner.wr_shut {
+        return Err(EPIPE);
     }
+    Ok(inner
+        .sess
+        .as_deref()
+        .map_or(0, |s| s.conn.stream_chunk(remaining)))
 }
 
 /// `EPIPE`, with `SIGPIPE` unless `MSG_NOSIGNAL`.
-fn pipe(flags: i32) -> Error {
+pub(crate) fn pipe(flags: i32) -> Error {
     if flags & msg_flags::NOSIGNAL == 0 {
         mrc_sys::send_sigpipe();
     }
     EPIPE
 }
 
-/// `recvmsg()`: one whole message (or its first `len` bytes, with
-/// `MSG_TRUNC`).
-pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Result<i32> {
-    if flags & msg_flags::OOB != 0 {
-        return Err(err::not_supported());
+/// Checks that `sk` has (or had) a connection to read from.
+pub(crate) fn recv_ready(sk: &Sock) -> Result {
+    let inner = sk.state().inner.lock();
+    if matches!(inner.mode, Mode::Open | Mode::Listening | Mode::Connecting) {
+        return Err(err::not_connected());
     }
-    let guard = sk.lock();
-    let st = sk.state();
-    {
-        let inner = st.inner.lock();
-        if matches!(inner.mode, Mode::Open | Mode::Listening | Mode::Connecting) {
-            return Err(err::not_connected());
+    Ok(())
+}
+
+/// Whether nothing more will be queued for reading: the peer closed its
+/// direction, the user shut reading down, or the connection is over.
+pub(crate) fn read_closed(sk: &Sock) -> bool {
+    let inner = sk.state().inner.lock();
+    inner.peer_fin || inner.rd_shut || inner.mode == Mode::Closed
+}
+
+/// The application read `bytes` of received data: they leave the window.
+pub(crate) fn consumed(sk: &Sock, bytes: u32) {
+    with_conn(sk, |inner, _| {
+        inner.rx_bytes += u64::from(bytes);
+        if let Some(s) = inner.sess.as_deref_mut() {
+            s.conn.release_recv(u64::from(bytes));
         }
-    }
-    let mut timeo = sk.rcvtimeo(flags & msg_flags::DONTWAIT != 0);
-    let mut eof = false;
-    guard.wait(&mut timeo, || {
-        if sk.queue_len() > 0 {
-            return true;
-        }
-        let inner = st.inner.lock();
-        eof = inner.peer_fin || inner.rd_shut || inner.mode == Mode::Closed;
-        eof
-    })?;
-    if sk.queue_len() == 0 {
-        if let Some(e) = sk.take_error() {
-            return Err(e);
-        }
-        return Ok(0);
-    }
-    let peek = flags & msg_flags::PEEK != 0;
-    let want = u32::try_from(len).unwrap_or(u32::MAX);
-    let mut copied: u32 = 0;
-    let mut msg_len: u32 = 0;
-    let mut res = Ok(());
-    if peek {
-        let mut first = true;
-        sk.queue_walk(&guard, |skb| {
-            let last = marks(skb, &mut first, &mut msg_len);
-            res = res.and_then(|()| copy_part(msg, skb, want, &mut copied));
-            !last
-        });
-    } else {
-        let mut first = true;
-        while let Some(skb) = sk.queue_dequeue() {
-            let last = marks(&skb, &mut first, &mut msg_len);
-            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
-            if last {
-                break;
-            }
-        }
-        with_conn(sk, |inner, _| {
-            inner.rx_bytes += u64::from(msg_len);
-            if let Some(s) = inner.sess.as_deref_mut() {
-                s.conn.release_recv(u64::from(msg_len));
-            }
-        });
-    }
-    res?;
-    if let Some(peer) = st.inner.lock().peer {
-        msg.set_name(&peer);
-    }
-    if msg_len > copied {
-        msg.add_flags(msg_flags::TRUNC);
-    } else {
-        msg.add_flags(msg_flags::EOR);
-    }
-    let n = if flags & msg_flags::TRUNC != 0 {
-        msg_len
-    } else {
-        copied
-    };
-    Ok(n as i32)
+    });
+}
+
+/// The peer's address, once connected.
+pub(crate) fn peer_addr(sk: &Sock) -> Option<MrcAddr> {
+    sk.state().inner.lock().peer
+}
+
+/// Stream: bytes of the first queued packet already read.
+pub(crate) fn head_offset(sk: &Sock) -> u32 {
+    sk.state().inner.lock().head_off
+}
+
+/// Stream: records how much of the first queued packet has been read.
+pub(crate) fn set_head_offset(sk: &Sock, off: u32) {
+    sk.state().inner.lock().head_off = off;
+}
+
+/// Bytes received and not yet read, and bytes queued for sending and not
+/// yet acknowledged.
+pub(crate) fn queued_bytes(sk: &Sock) -> (u64, u64) {
+    let inner = sk.state().inner.lock();
+    inner
+        .sess
+        .as_deref()
+        .map_or((0, 0), |s| (s.conn.recv_unread(), s.conn.send_buffered()))
 }
 
 /// Reads the marks of one queued packet: returns whether it ends a message;
 /// records the message length from the first.
-fn marks(skb: &SkBuff, first: &mut bool, msg_len: &mut u32) -> bool {
+pub(crate) fn marks(skb: &SkBuff, first: &mut bool, msg_len: &mut u32) -> bool {
     let cb = skb.cb();
     let f = cb.get(CB_FLAGS).copied().unwrap_or(CB_LAST);
     if *first {
@@ -1732,16 +1712,6 @@ fn marks(skb: &SkBuff, first: &mut bool, msg_len: &mut u32) -> bool {
         }
     }
     f & CB_LAST != 0
-}
-
-/// Copies as much of `skb` as still fits in the user's `want` bytes.
-fn copy_part(msg: &mut Msg, skb: &SkBuff, want: u32, copied: &mut u32) -> Result {
-    let n = skb.len().min(want.saturating_sub(*copied));
-    if n > 0 {
-        msg.copy_skb(skb, 0, n)?;
-        *copied += n;
-    }
-    Ok(())
 }
 
 /// `close()`: a listener stops at once and aborts the connections nobody

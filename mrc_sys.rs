@@ -16,7 +16,7 @@ use core::{
 };
 use kernel::{
     error::{from_err_ptr, from_result, to_result, Error},
-    ffi::{c_char, c_int, c_uint},
+    ffi::{c_char, c_int, c_uint, c_ulong},
     prelude::*,
     str::CStr,
     types::Opaque,
@@ -124,8 +124,19 @@ pub(crate) const SOCK_BUF_DEFAULT: u32 = 2 * (2 * MRC_MAX_MSG + (1 << 20));
 
 const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
 
-/// `SOCK_SEQPACKET`, the only socket type MRC provides.
+/// `SOCK_SEQPACKET`: a connection of whole messages.
 pub(crate) const SOCK_SEQPACKET: i32 = bindings::sock_type_SOCK_SEQPACKET as i32;
+
+/// `SOCK_STREAM`: a connection of one byte stream.
+pub(crate) const SOCK_STREAM: i32 = bindings::sock_type_SOCK_STREAM as i32;
+
+/// `ioctl` commands of MRC sockets.
+pub(crate) mod ioctl_cmd {
+    /// `SIOCINQ` (`FIONREAD`): bytes readable.
+    pub(crate) const INQ: u32 = 0x541b;
+    /// `SIOCOUTQ` (`TIOCOUTQ`): bytes sent and not yet acknowledged.
+    pub(crate) const OUTQ: u32 = 0x5411;
+}
 
 /// Address family of the per-namespace UDP tunnel socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -1588,6 +1599,21 @@ impl Sock {
         unsafe { ptr::read_volatile(ptr::addr_of!((*self.as_ptr()).sk_err)) != 0 }
     }
 
+    /// Whether the socket is a byte stream (`SOCK_STREAM`); fixed at creation.
+    pub(crate) fn is_stream(&self) -> bool {
+        // SAFETY: set before the socket is reachable, never changed.
+        i32::from(unsafe { (*self.as_ptr()).sk_type }) == SOCK_STREAM
+    }
+
+    /// Bytes a stream read waits for (`SO_RCVLOWAT`, all of `len` with
+    /// `MSG_WAITALL`), at least 1.
+    pub(crate) fn rcvlowat(&self, waitall: bool, len: usize) -> usize {
+        let len = c_int::try_from(len).unwrap_or(c_int::MAX);
+        // SAFETY: reads a socket field with `READ_ONCE`.
+        let n = unsafe { bindings::mrc_sock_rcvlowat(self.as_ptr(), waitall, len) };
+        usize::try_from(n).unwrap_or(1).max(1)
+    }
+
     /// The socket cookie (`SO_COOKIE`), assigned on first use. Any context.
     pub(crate) fn cookie(&self) -> u64 {
         // SAFETY: the socket is valid; assigning the cookie is an atomic
@@ -1755,8 +1781,9 @@ impl Sock {
         unsafe {
             bindings::sock_init_data(ptr::null_mut(), sk);
             init_sock(sk);
-            // A connection takes the buffer sizes set on its listener.
-            bindings::mrc_sock_inherit_bufs(sk, parent.as_ptr());
+            // A connection is of its listener's type and takes the buffer
+            // sizes set on it.
+            bindings::mrc_sock_inherit(sk, parent.as_ptr());
         }
         Ok(SockRef(NonNull::new(sk.cast::<Sock>()).ok_or(ENOMEM)?))
     }
@@ -2175,7 +2202,7 @@ unsafe extern "C" fn op_sendmsg(
     unsafe {
         sock_op(sock, |sk| {
             let mut msg = Msg(NonNull::new(msg).ok_or(EINVAL)?);
-            crate::mrc_sock::sendmsg(sk, &mut msg, len)
+            crate::mrc_io::sendmsg(sk, &mut msg, len)
         })
     }
 }
@@ -2195,7 +2222,26 @@ unsafe extern "C" fn op_recvmsg(
     unsafe {
         sock_op(sock, |sk| {
             let mut msg = Msg(NonNull::new(msg).ok_or(EINVAL)?);
-            crate::mrc_sock::recvmsg(sk, &mut msg, len, flags)
+            crate::mrc_io::recvmsg(sk, &mut msg, len, flags)
+        })
+    }
+}
+
+/// `proto_ops::ioctl`: `SIOCINQ` and `SIOCOUTQ`; anything else goes on to
+/// the socket layer's device ioctls (`-ENOIOCTLCMD`).
+///
+/// # Safety
+///
+/// Called by the socket layer with a valid socket; `arg` is the caller's
+/// user pointer.
+unsafe extern "C" fn op_ioctl(sock: *mut bindings::socket, cmd: c_uint, arg: c_ulong) -> c_int {
+    // SAFETY: per the contract.
+    unsafe {
+        sock_op(sock, |sk| {
+            let val = crate::mrc_io::ioctl(sk, cmd)?;
+            // SAFETY: `arg` is the caller's user pointer; `put_user` checks it.
+            to_result(bindings::mrc_put_user_int(arg as *mut c_int, val))?;
+            Ok(0)
         })
     }
 }
@@ -2433,6 +2479,8 @@ pub(crate) mod msg_flags {
     pub(crate) const NOSIGNAL: i32 = bindings::MSG_NOSIGNAL as i32;
     /// Out-of-band data, which MRC does not have.
     pub(crate) const OOB: i32 = bindings::MSG_OOB as i32;
+    /// Wait for the whole request (streams).
+    pub(crate) const WAITALL: i32 = bindings::MSG_WAITALL as i32;
 }
 
 /// `poll` event bits.
@@ -2588,7 +2636,7 @@ impl FamilyRegistration {
             ops.accept = Some(op_accept);
             ops.getname = Some(op_getname);
             ops.poll = Some(op_poll);
-            ops.ioctl = Some(bindings::sock_no_ioctl);
+            ops.ioctl = Some(op_ioctl);
             ops.listen = Some(op_listen);
             ops.shutdown = Some(op_shutdown);
             ops.sendmsg = Some(op_sendmsg);

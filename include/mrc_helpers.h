@@ -70,7 +70,7 @@ long mrc_rmem_total_read(void);
 int mrc_sk_rmem_alloc(const struct sock *sk);
 u32 mrc_skb_truesize(const struct sk_buff *skb);
 bool mrc_skb_charge_rx(struct sk_buff *skb, struct sock *sk);
-void mrc_sock_inherit_bufs(struct sock *sk, const struct sock *parent);
+void mrc_sock_inherit(struct sock *sk, const struct sock *parent);
 bool mrc_sock_addr_is_local(const struct sock *sk, const u8 *addr, bool v6);
 bool mrc_sock_port_denied(const struct sock *sk, u16 port);
 
@@ -122,6 +122,7 @@ bool mrc_signal_pending(void);
 int mrc_sock_intr_errno(long timeo);
 long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock);
 long mrc_sock_sndtimeo(const struct sock *sk, bool noblock);
+int mrc_sock_rcvlowat(const struct sock *sk, bool waitall, int len);
 int mrc_sock_error(struct sock *sk);
 void mrc_sock_poll_wait(struct file *file, struct socket *sock, struct poll_table_struct *p);
 void mrc_sock_graft(struct sock *sk, struct socket *parent);

@@ -2,7 +2,8 @@
 /*
  * MRC (Multi-path Reliable Connectivity): user API.
  *
- * Applications open sockets with socket(AF_MRC, SOCK_SEQPACKET, 0). AF_MRC is
+ * Applications open sockets with socket(AF_MRC, SOCK_SEQPACKET, 0) (whole
+ * messages) or socket(AF_MRC, SOCK_STREAM, 0) (a byte stream). AF_MRC is
  * a module parameter; the value of the loaded module is in
  * /sys/module/mrc/parameters/family and MRC_DEFAULT_FAMILY is its default.
  */
@@ -87,7 +88,7 @@ struct mrc_path_req {
 	__u8	mpr_remote[16];
 };
 
-/* Largest message accepted by sendmsg(). */
+/* Largest message accepted by sendmsg() on a SOCK_SEQPACKET socket. */
 #define MRC_MAX_MSG		(1U << 20)
 
 /**

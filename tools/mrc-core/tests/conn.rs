@@ -9,7 +9,7 @@ use std::mem::MaybeUninit;
 use mrc_core::mrc_cc::CcKind;
 use mrc_core::mrc_conn::{
     self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
-    SendError, SendLimit, State, Transmit, MIN_TX_BUF, WINDOW,
+    SendError, SendLimit, State, Transmit, MIN_TX_BUF, MSG_QUEUE, STREAM_MSG, WINDOW,
 };
 use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState, StateReason};
 use mrc_core::mrc_proto::{
@@ -1800,6 +1800,60 @@ fn send_errors() {
     client.close(MS);
     assert_eq!(client.send_message(1), Err(SendError::Shutdown));
     assert_eq!(SendError::Shutdown.errno(), 32);
+}
+
+#[test]
+fn stream_chunks_fill_the_send_buffer_without_slivers() {
+    let cfg = ConnConfig {
+        sndbuf: 200_000,
+        ..ConnConfig::default()
+    };
+    let (mut client, _server) = established_with(cfg, cfg);
+    // Empty buffer: a whole chunk, never more than STREAM_MSG.
+    assert_eq!(client.stream_chunk(0), 0);
+    assert_eq!(client.stream_chunk(10), 10);
+    assert_eq!(client.stream_chunk(1 << 30), STREAM_MSG);
+    client.send_message(120_000).unwrap();
+    // 80,000 free: a whole chunk still fits.
+    assert_eq!(client.stream_chunk(1 << 20), STREAM_MSG);
+    client.send_message(STREAM_MSG).unwrap();
+    // 14,464 free, below a quarter of the buffer: wait, unless the rest fits.
+    let free = 200_000 - 120_000 - u64::from(STREAM_MSG);
+    assert_eq!(client.send_space(), free);
+    assert_eq!(client.stream_chunk(1 << 20), 0);
+    assert_eq!(client.stream_chunk(1000), 1000);
+    assert_eq!(client.send_buffered(), 120_000 + u64::from(STREAM_MSG));
+}
+
+#[test]
+fn stream_chunk_takes_a_partial_fill_above_a_quarter() {
+    let cfg = ConnConfig {
+        sndbuf: 100_000,
+        ..ConnConfig::default()
+    };
+    let (mut client, _server) = established_with(cfg, cfg);
+    client.send_message(60_000).unwrap();
+    // 40,000 free: more than a quarter, less than a chunk.
+    assert_eq!(client.stream_chunk(1 << 20), 40_000);
+}
+
+#[test]
+fn stream_chunk_respects_a_small_max_message() {
+    let cfg = ConnConfig {
+        max_msg: 5000,
+        ..ConnConfig::default()
+    };
+    let (client, _server) = established_with(cfg, cfg);
+    assert_eq!(client.stream_chunk(1 << 20), 5000);
+}
+
+#[test]
+fn stream_chunk_is_zero_when_the_message_ring_is_full() {
+    let (mut client, _server) = established_with(ConnConfig::default(), ConnConfig::default());
+    for _ in 0..MSG_QUEUE {
+        client.send_message(1).unwrap();
+    }
+    assert_eq!(client.stream_chunk(1), 0);
 }
 
 #[test]

@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The data calls of `AF_MRC` sockets: `sendmsg`, `recvmsg` and the queue
+//! `ioctl`s, for both socket types.
+//!
+//! - `SOCK_SEQPACKET`: a `sendmsg` is one message, a `recvmsg` returns one
+//!   whole message (or its first bytes, with `MSG_TRUNC`).
+//! - `SOCK_STREAM`: a write is cut into messages ([`Conn::stream_chunk`]:
+//!   at most 64 KiB, filling the send buffer); it blocks until every byte
+//!   is queued, or returns the bytes queued so far when it times out, is
+//!   interrupted or the connection fails, as a TCP write does. A read takes
+//!   bytes from the receive queue across packet and message boundaries and
+//!   keeps its place inside the first packet, waiting for `SO_RCVLOWAT`
+//!   bytes (all of them with `MSG_WAITALL`). `MSG_PEEK` copies without
+//!   consuming; `MSG_TRUNC` consumes without copying. Only complete
+//!   messages are ever queued, so the bytes a read sees are in order and
+//!   final.
+//!
+//! Both run under the socket lock ([`Sock::lock`]): the one reader of the
+//! receive queue, and the one writer of the connection's message queue.
+//!
+//! [`Conn::stream_chunk`]: crate::mrc_conn::Conn::stream_chunk
+
+use kernel::prelude::*;
+
+use crate::mrc_sock::{self, consumed, marks};
+use crate::mrc_sys::{err, ioctl_cmd, msg_flags, Msg, SkBuff, Sock, SockGuard, MRC_MAX_MSG};
+
+/// `sendmsg()`.
+pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
+    let flags = msg.flags();
+    if flags & msg_flags::OOB != 0 {
+        return Err(err::not_supported());
+    }
+    let guard = sk.lock();
+    mrc_sock::send_ready(sk, flags)?;
+    if sk.is_stream() {
+        send_stream(sk, &guard, msg, len, flags)
+    } else {
+        send_message(sk, &guard, msg, len, flags)
+    }
+}
+
+/// `SOCK_SEQPACKET` send: `len` bytes as one message.
+fn send_message(
+    sk: &Sock,
+    guard: &SockGuard<'_>,
+    msg: &mut Msg,
+    len: usize,
+    flags: i32,
+) -> Result<i32> {
+    let len32 = u32::try_from(len)
+        .ok()
+        .filter(|l| *l <= MRC_MAX_MSG)
+        .ok_or_else(err::message_too_long)?;
+    let mut buf = Some(msg.copy_in_new(len)?);
+    let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
+    let mut result: Result<i32> = Err(EAGAIN);
+    let waited = guard.wait(&mut timeo, || {
+        if result != Err(EAGAIN) {
+            return true;
+        }
+        result = mrc_sock::queue_message(sk, &mut buf, len32);
+        result != Err(EAGAIN)
+    });
+    match (waited, result) {
+        (_, Ok(n)) => Ok(n),
+        (_, Err(e)) if e == EPIPE => Err(mrc_sock::pipe(flags)),
+        (Err(e), _) => Err(e),
+        (Ok(()), Err(e)) => Err(e),
+    }
+}
+
+/// `SOCK_STREAM` send: all `len` bytes, in messages, unless the wait for
+/// room ends first.
+fn send_stream(
+    sk: &Sock,
+    guard: &SockGuard<'_>,
+    msg: &mut Msg,
+    len: usize,
+    flags: i32,
+) -> Result<i32> {
+    let len = len.min(i32::MAX as usize);
+    let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
+    let mut sent = 0usize;
+    while sent < len {
+        let mut chunk = Ok(0);
+        let waited = guard.wait(&mut timeo, || {
+            chunk = mrc_sock::stream_chunk(sk, len - sent);
+            chunk != Ok(0)
+        });
+        let n = match (waited, chunk) {
+            (_, Ok(n)) if n > 0 => n,
+            (_, Err(e)) if e == EPIPE => {
+                if sent > 0 {
+                    break;
+                }
+                if let Some(e) = sk.take_error() {
+                    return Err(e);
+                }
+                return Err(mrc_sock::pipe(flags));
+            }
+            (Err(e), _) | (Ok(()), Err(e)) => return partial(sent, e),
+            (Ok(()), Ok(_)) => return partial(sent, EAGAIN),
+        };
+        let mut buf = match msg.copy_in_new(n as usize) {
+            Ok(b) => Some(b),
+            Err(e) => return partial(sent, e),
+        };
+        // The chunk fits: only this writer adds to the send buffer.
+        match mrc_sock::queue_message(sk, &mut buf, n) {
+            Ok(_) => sent += n as usize,
+            Err(e) => return partial(sent, e),
+        }
+    }
+    Ok(sent as i32)
+}
+
+/// The bytes moved so far, or `e` if there were none.
+fn partial(done: usize, e: Error) -> Result<i32> {
+    if done > 0 {
+        Ok(done as i32)
+    } else {
+        Err(e)
+    }
+}
+
+/// `recvmsg()`.
+pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Result<i32> {
+    if flags & msg_flags::OOB != 0 {
+        return Err(err::not_supported());
+    }
+    let guard = sk.lock();
+    mrc_sock::recv_ready(sk)?;
+    if sk.is_stream() {
+        recv_stream(sk, &guard, msg, len, flags)
+    } else {
+        recv_message(sk, &guard, msg, len, flags)
+    }
+}
+
+/// `SOCK_SEQPACKET` receive: one whole message, or its first `len` bytes
+/// (`MSG_TRUNC` set in the result; with `MSG_TRUNC` in `flags` the
+/// message's real length is returned).
+fn recv_message(
+    sk: &Sock,
+    guard: &SockGuard<'_>,
+    msg: &mut Msg,
+    len: usize,
+    flags: i32,
+) -> Result<i32> {
+    let mut timeo = sk.rcvtimeo(flags & msg_flags::DONTWAIT != 0);
+    guard.wait(&mut timeo, || {
+        sk.queue_len() > 0 || mrc_sock::read_closed(sk)
+    })?;
+    if sk.queue_len() == 0 {
+        if let Some(e) = sk.take_error() {
+            return Err(e);
+        }
+        return Ok(0);
+    }
+    let peek = flags & msg_flags::PEEK != 0;
+    let want = u32::try_from(len).unwrap_or(u32::MAX);
+    let mut copied: u32 = 0;
+    let mut msg_len: u32 = 0;
+    let mut res = Ok(());
+    let mut first = true;
+    if peek {
+        sk.queue_walk(guard, |skb| {
+            let last = marks(skb, &mut first, &mut msg_len);
+            res = res.and_then(|()| copy_part(msg, skb, want, &mut copied));
+            !last
+        });
+    } else {
+        while let Some(skb) = sk.queue_dequeue() {
+            let last = marks(&skb, &mut first, &mut msg_len);
+            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
+            if last {
+                break;
+            }
+        }
+        consumed(sk, msg_len);
+    }
+    res?;
+    if let Some(peer) = mrc_sock::peer_addr(sk) {
+        msg.set_name(&peer);
+    }
+    if msg_len > copied {
+        msg.add_flags(msg_flags::TRUNC);
+    } else {
+        msg.add_flags(msg_flags::EOR);
+    }
+    let n = if flags & msg_flags::TRUNC != 0 {
+        msg_len
+    } else {
+        copied
+    };
+    Ok(n as i32)
+}
+
+/// Copies as much of `skb` as still fits in the user's `want` bytes.
+fn copy_part(msg: &mut Msg, skb: &SkBuff, want: u32, copied: &mut u32) -> Result {
+    let n = skb.len().min(want.saturating_sub(*copied));
+    if n > 0 {
+        msg.copy_skb(skb, 0, n)?;
+        *copied += n;
+    }
+    Ok(())
+}
+
+/// `SOCK_STREAM` receive: up to `len` bytes.
+fn recv_stream(
+    sk: &Sock,
+    guard: &SockGuard<'_>,
+    msg: &mut Msg,
+    len: usize,
+    flags: i32,
+) -> Result<i32> {
+    let len = len.min(i32::MAX as usize);
+    if len == 0 {
+        return Ok(0);
+    }
+    let peek = flags & msg_flags::PEEK != 0;
+    let discard = flags & msg_flags::TRUNC != 0;
+    let target = sk.rcvlowat(flags & msg_flags::WAITALL != 0 && !peek, len);
+    let mut timeo = sk.rcvtimeo(flags & msg_flags::DONTWAIT != 0);
+    let mut copied = 0usize;
+    let mut res = Ok(());
+    loop {
+        let mut off = mrc_sock::head_offset(sk);
+        let mut whole = 0u32;
+        let before = copied;
+        sk.queue_walk(guard, |skb| {
+            let n = skb
+                .len()
+                .saturating_sub(off)
+                .min(u32::try_from(len - copied).unwrap_or(u32::MAX));
+            if n > 0 && !discard {
+                res = msg.copy_skb(skb, off, n);
+                if res.is_err() {
+                    return false;
+                }
+            }
+            copied += n as usize;
+            if off + n < skb.len() {
+                off += n;
+                return false;
+            }
+            whole += 1;
+            off = 0;
+            copied < len
+        });
+        if !peek {
+            for _ in 0..whole {
+                drop(sk.queue_dequeue());
+            }
+            mrc_sock::set_head_offset(sk, off);
+            if copied > before {
+                consumed(sk, (copied - before) as u32);
+            }
+        }
+        if res.is_err() || copied >= target || (peek && copied > 0) {
+            break;
+        }
+        if copied > 0 && (sk.has_error() || mrc_sock::read_closed(sk)) {
+            break;
+        }
+        if let Err(e) = guard.wait(&mut timeo, || {
+            sk.queue_len() > 0 || sk.has_error() || mrc_sock::read_closed(sk)
+        }) {
+            return partial(copied, e);
+        }
+        if sk.queue_len() == 0 {
+            // End of the stream, or an error.
+            if copied == 0 {
+                if let Some(e) = sk.take_error() {
+                    return Err(e);
+                }
+            }
+            break;
+        }
+    }
+    match res {
+        Err(e) if copied == 0 => Err(e),
+        _ => Ok(copied as i32),
+    }
+}
+
+/// `ioctl()`: `SIOCINQ` is the bytes a read can take now (a stream's
+/// unread bytes; the next message's length on a `SOCK_SEQPACKET` socket),
+/// `SIOCOUTQ` the bytes queued and not yet acknowledged.
+pub(crate) fn ioctl(sk: &Sock, cmd: u32) -> Result<i32> {
+    let guard = sk.lock();
+    let (unread, unacked) = mrc_sock::queued_bytes(sk);
+    let val = match cmd {
+        ioctl_cmd::INQ if sk.is_stream() => unread,
+        ioctl_cmd::INQ => {
+            let mut len = 0;
+            let mut first = true;
+            sk.queue_walk(&guard, |skb| {
+                marks(skb, &mut first, &mut len);
+                false
+            });
+            u64::from(len)
+        }
+        ioctl_cmd::OUTQ => unacked,
+        _ => return Err(ENOIOCTLCMD),
+    };
+    Ok(i32::try_from(val).unwrap_or(i32::MAX))
+}
