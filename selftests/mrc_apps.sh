@@ -5,8 +5,9 @@
 # namespaces joined by two veth planes, each plane an MRC endpoint on both
 # sides.
 #   a) iperf3 server and client (4 parallel streams) under mrcize: every
-#      stream moves bytes; a second run loses plane 2 mid-test and still
-#      finishes without error;
+#      stream moves bytes and the addresses the program sees are right; a
+#      run over IPv6; a run that loses plane 2 mid-test and still finishes
+#      without error;
 #   b) curl fetches a 16 MiB file from python3 -m http.server, both under
 #      mrcize: the checksum matches;
 #   c) the traffic went over MRC: the namespaces' MRC counters (and
@@ -34,6 +35,8 @@ for p in 1 2; do
 	ip -n "$B" addr add "10.81.$p.2/24" dev "vb$p"
 	ip -n "$A" link set "va$p" up
 	ip -n "$B" link set "vb$p" up
+	ip -n "$A" addr add "fd81:$p::1/64" dev "va$p" nodad
+	ip -n "$B" addr add "fd81:$p::2/64" dev "vb$p" nodad
 	ip netns exec "$A" "$MRC_STATUS" endpoint add "10.81.$p.1"
 	ip netns exec "$B" "$MRC_STATUS" endpoint add "10.81.$p.2"
 done
@@ -61,12 +64,14 @@ iperf_server() {
 		mrc_fail "iperf3 server on port $1 did not start: $(cat "$tmp/srv-$1.err")"
 }
 
-# iperf_check NAME FILE STREAMS: the client's JSON report has STREAMS
-# streams that each sent and received bytes, and no error. Prints the
-# bytes received in all.
+# iperf_check NAME FILE STREAMS [LOCAL REMOTE]: the client's JSON report
+# has STREAMS streams that each sent and received bytes, and no error; with
+# LOCAL and REMOTE, every connection has those addresses (getsockname()
+# and getpeername() through mrcize). Sets iperf_bytes to the bytes
+# received in all.
 iperf_check() {
 	local r
-	r=$($MRC_PY - "$2" "$3" <<'PY'
+	r=$($MRC_PY - "$2" "$3" "${4:-}" "${5:-}" <<'PY'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -79,7 +84,10 @@ if "error" in d:
 s = d["end"]["streams"]
 per = [(x["sender"]["bytes"], x["receiver"]["bytes"]) for x in s]
 ok = len(s) == int(sys.argv[2]) and all(a > 0 and b > 0 for a, b in per)
-print(f"ok={ok} streams={len(s)} received={d['end']['sum_received']['bytes']}")
+hosts = {(c["local_host"], c["remote_host"]) for c in d["start"]["connected"]}
+if sys.argv[3]:
+    ok = ok and hosts == {(sys.argv[3], sys.argv[4])}
+print(f"ok={ok} streams={len(s)} hosts={sorted(hosts)} received={d['end']['sum_received']['bytes']}")
 PY
 )
 	echo "# $1: $r"
@@ -108,7 +116,7 @@ wait $cpid
 mrc_check "iperf3 client exit status" 0 $?
 wait $spid
 mrc_check "iperf3 server exit status" 0 $?
-iperf_check "iperf3 -P 4" "$tmp/cli1.json" 4
+iperf_check "iperf3 -P 4" "$tmp/cli1.json" 4 10.81.1.2 "$SRV"
 rx1=$(mrc_stat "$A" rx_bytes)
 # MRC's received bytes (headers included) cover what iperf3 received.
 if [ "$((rx1 - rx0))" -ge "${iperf_bytes:-1}" ] 2>/dev/null; then
@@ -116,6 +124,16 @@ if [ "$((rx1 - rx0))" -ge "${iperf_bytes:-1}" ] 2>/dev/null; then
 else
 	mrc_fail "iperf3 bytes over MRC: $((rx1 - rx0)) < ${iperf_bytes:-?}"
 fi
+
+# --- a'') IPv6 --------------------------------------------------------------
+echo "# iperf3 over IPv6 at ${SECONDS} s"
+iperf_server 5201
+ip netns exec "$B" "$MRCIZE" run iperf3 -c fd81:1::1 -p 5201 -t 1 --json \
+	>"$tmp/cli6.json" 2>"$tmp/cli6.err"
+mrc_check "iperf3 over IPv6: client exit status" 0 $?
+wait $spid
+iperf_check "iperf3 over IPv6" "$tmp/cli6.json" 1 fd81:1::2 fd81:1::1
+rx1=$(mrc_stat "$A" rx_bytes)
 
 # --- a') plane 2 goes down mid-test ---------------------------------------
 echo "# iperf3, plane 2 down, at ${SECONDS} s"
