@@ -70,11 +70,13 @@ def expect_errno(what, fn, want):
 def cmd_errors(_args):
     """Checks the errors of socket() for what MRC does not provide."""
     fam = family()
-    ok = expect_errno("stream", lambda: socket.socket(fam, socket.SOCK_STREAM, 0),
+    ok = expect_errno("dgram", lambda: socket.socket(fam, socket.SOCK_DGRAM, 0),
                       errno.ESOCKTNOSUPPORT)
-    ok &= expect_errno("dgram", lambda: socket.socket(fam, socket.SOCK_DGRAM, 0),
+    ok &= expect_errno("raw", lambda: socket.socket(fam, socket.SOCK_RAW, 0),
                        errno.ESOCKTNOSUPPORT)
     ok &= expect_errno("protocol", lambda: socket.socket(fam, SOCK_SEQPACKET, 99),
+                       errno.EPROTONOSUPPORT)
+    ok &= expect_errno("stream protocol", lambda: socket.socket(fam, socket.SOCK_STREAM, 6),
                        errno.EPROTONOSUPPORT)
     sys.exit(0 if ok else 1)
 
