@@ -13,8 +13,9 @@
 #   c) the traffic went over MRC: the namespaces' MRC counters (and
 #      mrc-status conns during the run) show the connections and bytes,
 #      TCP opened no connection, mrcize logged nothing;
-#   d) mrcize --fallback reaches a plain TCP iperf3 server over TCP (no
-#      MRC listener on that port: refused, then TCP) and says so.
+#   d) mrcize --fallback reaches plain TCP servers over TCP (no MRC
+#      listener on that port: refused, then TCP) and says so: iperf3
+#      (blocking connect) and curl from http.server (non-blocking connect).
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_require_root
@@ -199,5 +200,27 @@ if [ "$(tcp_opens "$B")" -gt "$tcp0_b" ]; then
 else
 	mrc_fail "fallback: no TCP connection opened in B"
 fi
+
+# curl connects without blocking and gives up on POLLERR: mrcize waits in
+# connect() for MRC's refusal and puts the TCP socket in place there.
+head -c $((1 << 20)) /dev/urandom >"$tmp/www/small"
+want=$(sha256sum <"$tmp/www/small" | cut -d' ' -f1)
+ip netns exec "$A" $MRC_PY -u -m http.server 8081 --bind "$SRV" \
+	--directory "$tmp/www" >"$tmp/http2.out" 2>"$tmp/http2.log" &
+hpid=$!
+if mrc_wait_for 120 grep -q 'Serving HTTP' "$tmp/http2.out"; then
+	ip netns exec "$B" "$MRCIZE" run --fallback curl -sS --max-time 60 \
+		-o "$tmp/got-small" "http://$SRV:8081/small" 2>"$tmp/curl2.fb"
+	mrc_check "fallback, non-blocking connect: curl exit status" 0 $?
+	got=$(sha256sum <"$tmp/got-small" 2>/dev/null | cut -d' ' -f1)
+	mrc_check "fallback, non-blocking connect: file intact" "$want" "$got"
+	sed 's/^/# /' "$tmp/curl2.fb"
+	mrc_check "fallback, non-blocking connect: mrcize said so" 1 \
+		"$(grep -c 'no MRC listener at 10.81.1.1:8081 (Connection refused): falling back to TCP' "$tmp/curl2.fb")"
+else
+	mrc_fail "plain http.server did not start: $(cat "$tmp/http2.log")"
+fi
+kill $hpid 2>/dev/null
+wait $hpid 2>/dev/null
 
 mrc_exit

@@ -6,8 +6,15 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::Relaxed};
 
 /// Environment variable: fall back to TCP when no MRC peer answers.
 pub const ENV_FALLBACK: &str = "MRCIZE_FALLBACK";
+/// Environment variable: how long a non-blocking connect() waits for MRC's
+/// answer when falling back is on, in milliseconds.
+pub const ENV_FALLBACK_WAIT: &str = "MRCIZE_FALLBACK_WAIT_MS";
+/// Its default: MRC's first SYN timeout is 100 ms and doubles; a second
+/// covers three tries.
+pub const DEFAULT_FALLBACK_WAIT_MS: i32 = 1000;
 
 static FALLBACK: AtomicBool = AtomicBool::new(false);
+static FALLBACK_WAIT_MS: AtomicI32 = AtomicI32::new(DEFAULT_FALLBACK_WAIT_MS);
 /// The process whose memory the descriptor table describes; 0 if not
 /// known yet.
 static OWNER: AtomicI32 = AtomicI32::new(0);
@@ -24,6 +31,8 @@ pub fn is_on(v: Option<&std::ffi::OsStr>) -> bool {
 /// constructor calls this).
 pub fn load() {
     FALLBACK.store(is_on(std::env::var_os(ENV_FALLBACK).as_deref()), Relaxed);
+    let wait = parse_ms(std::env::var(ENV_FALLBACK_WAIT).ok().as_deref());
+    FALLBACK_WAIT_MS.store(wait, Relaxed);
     note_owner();
     // SAFETY: registers a plain function, run in the child after fork()
     // (not after vfork(), whose child shares our memory).
@@ -48,6 +57,20 @@ pub fn borrowed_memory() -> bool {
     owner != 0 && owner != unsafe { libc::getpid() }
 }
 
+/// A wait in milliseconds from the environment: 0..=60000, else the
+/// default.
+pub fn parse_ms(v: Option<&str>) -> i32 {
+    v.and_then(|v| v.trim().parse::<i32>().ok())
+        .filter(|ms| (0..=60_000).contains(ms))
+        .unwrap_or(DEFAULT_FALLBACK_WAIT_MS)
+}
+
+/// How long a non-blocking connect() waits for MRC's answer before it
+/// returns EINPROGRESS (with falling back on).
+pub fn fallback_wait_ms() -> i32 {
+    FALLBACK_WAIT_MS.load(Relaxed)
+}
+
 /// Whether refused MRC connections fall back to TCP.
 pub fn fallback() -> bool {
     FALLBACK.load(Relaxed)
@@ -69,6 +92,15 @@ pub fn mrc_family() -> i32 {
 mod tests {
     use super::*;
     use std::ffi::OsStr;
+
+    #[test]
+    fn wait_values() {
+        assert_eq!(parse_ms(None), DEFAULT_FALLBACK_WAIT_MS);
+        assert_eq!(parse_ms(Some("250")), 250);
+        assert_eq!(parse_ms(Some("0")), 0);
+        assert_eq!(parse_ms(Some("-1")), DEFAULT_FALLBACK_WAIT_MS);
+        assert_eq!(parse_ms(Some("x")), DEFAULT_FALLBACK_WAIT_MS);
+    }
 
     #[test]
     fn switch_values() {

@@ -35,6 +35,46 @@ pub fn falls_back(errno: c_int) -> bool {
     errno == libc::ECONNREFUSED || errno == libc::ETIMEDOUT
 }
 
+/// Waits up to `ms` milliseconds for the outcome of a non-blocking MRC
+/// connect() on `fd`: `Some(0)` connected, `Some(errno)` failed (the error
+/// is taken from the socket, as SO_ERROR does), `None` still in progress.
+pub fn wait_outcome(fd: c_int, ms: i32) -> Option<c_int> {
+    let saved = errno();
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(ms.max(0) as u64);
+    let ready = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        // SAFETY: p is one valid pollfd.
+        let rc = unsafe { libc::poll(&mut p, 1, left.as_millis() as c_int) };
+        if rc >= 0 || errno() != libc::EINTR {
+            break rc > 0;
+        }
+    };
+    let out = if ready {
+        let mut v: c_int = 0;
+        let mut len = mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: v is writable for len bytes.
+        let rc = unsafe {
+            real::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_ERROR,
+                &mut v as *mut c_int as *mut c_void,
+                &mut len,
+            )
+        };
+        Some(if rc < 0 { errno() } else { v })
+    } else {
+        None
+    };
+    set_errno(saved);
+    out
+}
+
 /// The program's address for the log line.
 struct Shown<'a>(&'a [u8], i32);
 
@@ -183,6 +223,46 @@ pub unsafe fn to_tcp(fd: c_int, slot: &Slot, family: i32, dest: &[u8], why: c_in
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A non-blocking TCP connect on loopback: to a closed port the wait
+    /// sees the refusal, to a listener the connection.
+    #[test]
+    fn waits_for_the_outcome() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+        let open = listener.local_addr().expect("addr").port();
+        let closed = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+            l.local_addr().expect("addr").port()
+        };
+        for (port, want) in [(closed, libc::ECONNREFUSED), (open, 0)] {
+            // SAFETY: plain system calls on our own socket; sin is valid.
+            let out = unsafe {
+                let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+                assert!(fd >= 0);
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: port.to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes([127, 0, 0, 1]),
+                    },
+                    sin_zero: [0; 8],
+                };
+                let rc = libc::connect(
+                    fd,
+                    &sin as *const _ as *const sockaddr,
+                    mem::size_of::<libc::sockaddr_in>() as socklen_t,
+                );
+                let out = if rc == 0 {
+                    Some(0)
+                } else {
+                    wait_outcome(fd, 5000)
+                };
+                libc::close(fd);
+                out
+            };
+            assert_eq!(out, Some(want), "port {port}");
+        }
+    }
 
     #[test]
     fn fallback_errors() {

@@ -378,11 +378,20 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
             // SAFETY: fd is the caller's MRC socket.
             unsafe { fallback::to_tcp(fd, s, m.family, b, e) }
         }
-        libc::EINPROGRESS => {
-            s.dest.store(b);
-            s.set_flag(F_NB_CONNECT, true);
-            err(libc::EINPROGRESS)
-        }
+        libc::EINPROGRESS => match fallback::wait_outcome(fd, config::fallback_wait_ms()) {
+            // Connected within the wait: a non-blocking connect() may say so.
+            Some(0) => 0,
+            Some(e) if fallback::falls_back(e) => {
+                // SAFETY: fd is the caller's MRC socket.
+                unsafe { fallback::to_tcp(fd, s, m.family, b, e) }
+            }
+            Some(e) => err(e),
+            None => {
+                s.dest.store(b);
+                s.set_flag(F_NB_CONNECT, true);
+                err(libc::EINPROGRESS)
+            }
+        },
         e => err(e),
     }
 }
