@@ -29,6 +29,15 @@ impl Error {
         }
     }
 
+    /// A failed call that returned an `io::Error`: its errno when it has
+    /// one, else its text.
+    pub fn io(what: impl fmt::Display, e: &std::io::Error) -> Error {
+        match e.raw_os_error() {
+            Some(errno) => Error::os(what.to_string(), errno),
+            None => Error::msg(format!("{what}: {e}")),
+        }
+    }
+
     /// A failure that is not a system call error (a verification or protocol
     /// error).
     pub fn msg(what: impl Into<String>) -> Error {

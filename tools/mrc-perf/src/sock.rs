@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
-//! Socket plumbing: MRC, TCP, MPTCP and SCTP sockets, `struct sockaddr_mrc`,
-//! and message framing.
+//! Socket plumbing: MRC, TCP, MPTCP and SCTP sockets and message framing.
+//! MRC sockets, `struct sockaddr_mrc` and the AF_MRC lookup come from
+//! `libmrc`.
 //!
 //! MRC sockets are SOCK_SEQPACKET: one send() is one message and one recv()
 //! returns one whole message. The stream protocols carry each message as a
@@ -8,17 +9,11 @@
 
 use crate::error::{Error, Result};
 use crate::pattern::MAX_MSG;
-use std::ffi::CString;
-use std::fmt;
+pub use libmrc::Endpoint;
+use libmrc::{MrcSocket, SockType};
 use std::mem;
-use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
-
-/// Default address family of MRC (MRC_DEFAULT_FAMILY in linux/mrc.h).
-pub const MRC_DEFAULT_FAMILY: i32 = 23;
-/// Module parameter holding the address family of the loaded MRC module.
-pub const MRC_FAMILY_PARAM: &str = "/sys/module/mrc/parameters/family";
 
 /// Level and option of SCTP_NODELAY (linux/sctp.h).
 const SOL_SCTP: libc::c_int = 132;
@@ -71,155 +66,16 @@ pub enum Framing {
     LengthPrefix,
 }
 
-/// An IP address, optional IPv6 scope and port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Endpoint {
-    pub ip: IpAddr,
-    pub scope_id: u32,
-    pub port: u16,
+/// The `sockaddr_in` or `sockaddr_in6` of `ep` (TCP, MPTCP, SCTP).
+fn inet_sockaddr(ep: &Endpoint) -> (libc::sockaddr_storage, libc::socklen_t) {
+    libmrc::inet_sockaddr(&ep.socket_addr())
 }
 
-impl Endpoint {
-    /// Parses `10.0.0.1`, `fd00::1`, `[fd00::1]` or `fe80::1%eth0` (scope as
-    /// interface name or index).
-    pub fn parse(addr: &str, port: u16) -> std::result::Result<Endpoint, String> {
-        let a = addr
-            .strip_prefix('[')
-            .and_then(|s| s.strip_suffix(']'))
-            .unwrap_or(addr);
-        let (ip, scope) = match a.split_once('%') {
-            Some((ip, scope)) => (ip, Some(scope)),
-            None => (a, None),
-        };
-        let ip: IpAddr = ip
-            .parse()
-            .map_err(|_| format!("`{addr}` is not an IPv4 or IPv6 address"))?;
-        let scope_id = match scope {
-            None => 0,
-            Some(_) if ip.is_ipv4() => {
-                return Err(format!("`{addr}`: a scope is only valid for IPv6"))
-            }
-            Some(s) => match s.parse::<u32>() {
-                Ok(n) => n,
-                Err(_) => if_index(s)?,
-            },
-        };
-        Ok(Endpoint { ip, scope_id, port })
-    }
-
-    /// The socket address for `proto`; `family` is AF_MRC for MRC.
-    fn sockaddr(&self, proto: Proto, family: i32) -> (libc::sockaddr_storage, libc::socklen_t) {
-        // SAFETY: sockaddr_storage is plain data; all-zero is a valid value.
-        let mut ss: libc::sockaddr_storage = unsafe { mem::zeroed() };
-        let len = match (proto, self.ip) {
-            (Proto::Mrc, ip) => {
-                let mut sa = SockaddrMrc {
-                    smrc_family: family as libc::sa_family_t,
-                    smrc_port: self.port.to_be(),
-                    smrc_addr_family: 0,
-                    smrc_reserved: 0,
-                    smrc_scope_id: self.scope_id,
-                    smrc_addr: [0; 16],
-                };
-                match ip {
-                    IpAddr::V4(v4) => {
-                        sa.smrc_addr_family = libc::AF_INET as u16;
-                        sa.smrc_addr[..4].copy_from_slice(&v4.octets());
-                    }
-                    IpAddr::V6(v6) => {
-                        sa.smrc_addr_family = libc::AF_INET6 as u16;
-                        sa.smrc_addr = v6.octets();
-                    }
-                }
-                // SAFETY: sockaddr_storage is larger than and at least as
-                // aligned as sockaddr_mrc.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut SockaddrMrc, sa) };
-                mem::size_of::<SockaddrMrc>()
-            }
-            (_, IpAddr::V4(v4)) => {
-                let sin = libc::sockaddr_in {
-                    sin_family: libc::AF_INET as libc::sa_family_t,
-                    sin_port: self.port.to_be(),
-                    sin_addr: libc::in_addr {
-                        s_addr: u32::from_ne_bytes(v4.octets()),
-                    },
-                    sin_zero: [0; 8],
-                };
-                // SAFETY: as above, for sockaddr_in.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in, sin) };
-                mem::size_of::<libc::sockaddr_in>()
-            }
-            (_, IpAddr::V6(v6)) => {
-                let sin6 = libc::sockaddr_in6 {
-                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                    sin6_port: self.port.to_be(),
-                    sin6_flowinfo: 0,
-                    sin6_addr: libc::in6_addr {
-                        s6_addr: v6.octets(),
-                    },
-                    sin6_scope_id: self.scope_id,
-                };
-                // SAFETY: as above, for sockaddr_in6.
-                unsafe { std::ptr::write(&mut ss as *mut _ as *mut libc::sockaddr_in6, sin6) };
-                mem::size_of::<libc::sockaddr_in6>()
-            }
-        };
-        (ss, len as libc::socklen_t)
-    }
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.ip)?;
-        if self.scope_id != 0 {
-            write!(f, "%{}", self.scope_id)?;
-        }
-        write!(f, " port {}", self.port)
-    }
-}
-
-fn if_index(name: &str) -> std::result::Result<u32, String> {
-    let c = CString::new(name).map_err(|_| format!("bad interface name `{name}`"))?;
-    // SAFETY: c is a valid NUL-terminated string.
-    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
-        0 => Err(format!("no interface named `{name}`")),
-        n => Ok(n),
-    }
-}
-
-/// `struct sockaddr_mrc` of linux/mrc.h.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct SockaddrMrc {
-    pub smrc_family: libc::sa_family_t,
-    /// Port, network byte order.
-    pub smrc_port: u16,
-    /// AF_INET or AF_INET6, host byte order.
-    pub smrc_addr_family: u16,
-    pub smrc_reserved: u16,
-    pub smrc_scope_id: u32,
-    /// IPv4 address in the first 4 bytes, or IPv6 address.
-    pub smrc_addr: [u8; 16],
-}
-
-const _: () = assert!(mem::size_of::<SockaddrMrc>() == 28);
-const _: () = assert!(mem::align_of::<SockaddrMrc>() == 4);
-
-/// Address family of MRC: the `family` parameter of the loaded module, or
-/// MRC_DEFAULT_FAMILY when the module is not loaded (socket() then fails
-/// with a clear errno).
-pub fn mrc_family() -> Result<i32> {
-    match std::fs::read_to_string(MRC_FAMILY_PARAM) {
-        Ok(s) => s
-            .trim()
-            .parse()
-            .map_err(|_| Error::msg(format!("{MRC_FAMILY_PARAM}: bad value `{}`", s.trim()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(MRC_DEFAULT_FAMILY),
-        Err(e) => Err(Error::os(
-            format!("read {MRC_FAMILY_PARAM}"),
-            e.raw_os_error().unwrap_or(libc::EIO),
-        )),
-    }
+/// An MRC SOCK_SEQPACKET socket in the family of the loaded module.
+fn mrc_socket() -> Result<MrcSocket> {
+    let f = libmrc::family().map_err(|e| Error::io("AF_MRC", &e))?;
+    MrcSocket::with_family(f, SockType::Seqpacket)
+        .map_err(|e| Error::io(format!("socket(AF_MRC={f}, SOCK_SEQPACKET, 0)"), &e))
 }
 
 fn errno() -> i32 {
@@ -248,49 +104,8 @@ impl Socket {
         }
     }
 
-    /// Creates an unconnected socket of `proto` for the address family of
-    /// `ep`. Returns it with AF_MRC (for MRC) or 0.
-    fn open(proto: Proto, ep: &Endpoint) -> Result<(Socket, i32)> {
-        let inet = if ep.ip.is_ipv6() {
-            libc::AF_INET6
-        } else {
-            libc::AF_INET
-        };
-        let (domain, ty, protocol, desc) = match proto {
-            Proto::Mrc => {
-                let f = mrc_family()?;
-                (
-                    f,
-                    libc::SOCK_SEQPACKET,
-                    0,
-                    format!("socket(AF_MRC={f}, SOCK_SEQPACKET, 0)"),
-                )
-            }
-            Proto::Tcp => (inet, libc::SOCK_STREAM, libc::IPPROTO_TCP, String::new()),
-            Proto::Mptcp => (inet, libc::SOCK_STREAM, libc::IPPROTO_MPTCP, String::new()),
-            Proto::Sctp => (inet, libc::SOCK_STREAM, libc::IPPROTO_SCTP, String::new()),
-        };
-        // SAFETY: plain system call.
-        let fd = unsafe { libc::socket(domain, ty | libc::SOCK_CLOEXEC, protocol) };
-        if fd < 0 {
-            let what = if desc.is_empty() {
-                format!(
-                    "socket({}, SOCK_STREAM, IPPROTO_{})",
-                    if inet == libc::AF_INET6 {
-                        "AF_INET6"
-                    } else {
-                        "AF_INET"
-                    },
-                    proto.name().to_uppercase()
-                )
-            } else {
-                desc
-            };
-            return Err(Error::last_os(what));
-        }
-        // SAFETY: fd is a freshly created descriptor owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let family = if proto == Proto::Mrc { domain } else { 0 };
+    /// Wraps a socket of `proto`.
+    fn wrap(fd: OwnedFd, proto: Proto) -> Result<Socket> {
         let mut s = Socket {
             fd,
             framing: proto.framing(),
@@ -299,17 +114,48 @@ impl Socket {
         if proto == Proto::Sctp {
             s.max_send = s.send_buffer()?;
         }
-        Ok((s, family))
+        Ok(s)
+    }
+
+    /// Creates an unconnected socket of one of the IP protocols for the
+    /// address family of `ep`.
+    fn open_inet(proto: Proto, ep: &Endpoint) -> Result<Socket> {
+        let (inet, inet_name) = if ep.ip.is_ipv6() {
+            (libc::AF_INET6, "AF_INET6")
+        } else {
+            (libc::AF_INET, "AF_INET")
+        };
+        let protocol = match proto {
+            Proto::Mptcp => libc::IPPROTO_MPTCP,
+            Proto::Sctp => libc::IPPROTO_SCTP,
+            Proto::Tcp | Proto::Mrc => libc::IPPROTO_TCP,
+        };
+        // SAFETY: plain system call.
+        let fd = unsafe { libc::socket(inet, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, protocol) };
+        if fd < 0 {
+            return Err(Error::last_os(format!(
+                "socket({inet_name}, SOCK_STREAM, IPPROTO_{})",
+                proto.name().to_uppercase()
+            )));
+        }
+        // SAFETY: fd is a freshly created descriptor owned by nobody else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Socket::wrap(fd, proto)
     }
 
     /// A listening socket bound to `ep`.
     pub fn listen(proto: Proto, ep: &Endpoint, backlog: i32) -> Result<Socket> {
-        let (s, family) = Socket::open(proto, ep)?;
-        if proto != Proto::Mrc {
-            s.setsockopt_int(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
-                .map_err(|e| e.context("setsockopt(SO_REUSEADDR)"))?;
+        if proto == Proto::Mrc {
+            let s = mrc_socket()?;
+            s.bind(&ep.socket_addr())
+                .map_err(|e| Error::io(format!("bind to {ep}"), &e))?;
+            s.listen(backlog).map_err(|e| Error::io("listen", &e))?;
+            return Socket::wrap(s.into(), proto);
         }
-        let (sa, len) = ep.sockaddr(proto, family);
+        let s = Socket::open_inet(proto, ep)?;
+        s.setsockopt_int(libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)
+            .map_err(|e| e.context("setsockopt(SO_REUSEADDR)"))?;
+        let (sa, len) = inet_sockaddr(ep);
         // SAFETY: sa is a valid socket address of length len.
         let rc = unsafe { libc::bind(s.raw(), &sa as *const _ as *const libc::sockaddr, len) };
         if rc < 0 {
@@ -324,8 +170,14 @@ impl Socket {
 
     /// A socket connected to `ep`.
     pub fn connect(proto: Proto, ep: &Endpoint) -> Result<Socket> {
-        let (s, family) = Socket::open(proto, ep)?;
-        let (sa, len) = ep.sockaddr(proto, family);
+        if proto == Proto::Mrc {
+            let s = mrc_socket()?;
+            s.connect(&ep.socket_addr())
+                .map_err(|e| Error::io(format!("connect to {ep}"), &e))?;
+            return Socket::wrap(s.into(), proto);
+        }
+        let s = Socket::open_inet(proto, ep)?;
+        let (sa, len) = inet_sockaddr(ep);
         // SAFETY: sa is a valid socket address of length len.
         let rc = unsafe { libc::connect(s.raw(), &sa as *const _ as *const libc::sockaddr, len) };
         if rc < 0 {
@@ -894,45 +746,5 @@ mod tests {
         let e = tx.send_msg(b"x").expect_err("peer closed");
         assert_eq!(e.errno, Some(libc::EPIPE));
         assert!(e.to_string().starts_with("send: "), "{e}");
-    }
-
-    #[test]
-    fn endpoint_parsing() {
-        let e = Endpoint::parse("10.0.0.1", 5).expect("v4");
-        assert_eq!(e.ip, "10.0.0.1".parse::<IpAddr>().expect("ip"));
-        assert_eq!(e.to_string(), "10.0.0.1 port 5");
-        let e = Endpoint::parse("[fd00::1]", 6).expect("v6");
-        assert!(e.ip.is_ipv6());
-        let e = Endpoint::parse("fe80::1%3", 7).expect("scoped");
-        assert_eq!(e.scope_id, 3);
-        assert!(Endpoint::parse("10.0.0.1%3", 1).is_err());
-        assert!(Endpoint::parse("nonsense", 1).is_err());
-    }
-
-    #[test]
-    fn sockaddr_mrc_layout() {
-        let ep = Endpoint::parse("10.1.2.3", 0x1234).expect("v4");
-        let (ss, len) = ep.sockaddr(Proto::Mrc, 23);
-        assert_eq!(len, 28);
-        // SAFETY: ss is 128 bytes long.
-        let b = unsafe { std::slice::from_raw_parts(&ss as *const _ as *const u8, 28) };
-        let mut want = [0u8; 28];
-        want[..2].copy_from_slice(&23u16.to_ne_bytes());
-        want[2..4].copy_from_slice(&[0x12, 0x34]);
-        want[4..6].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
-        want[12..16].copy_from_slice(&[10, 1, 2, 3]);
-        assert_eq!(b, &want[..]);
-
-        let ep = Endpoint::parse("fd00::1%9", 80).expect("v6");
-        let (ss, len) = ep.sockaddr(Proto::Mrc, 40);
-        assert_eq!(len, 28);
-        // SAFETY: as above.
-        let b = unsafe { std::slice::from_raw_parts(&ss as *const _ as *const u8, 28) };
-        assert_eq!(&b[..2], &40u16.to_ne_bytes());
-        assert_eq!(&b[2..4], &[0, 80]);
-        assert_eq!(&b[4..6], &(libc::AF_INET6 as u16).to_ne_bytes());
-        assert_eq!(&b[8..12], &9u32.to_ne_bytes());
-        assert_eq!(b[12], 0xfd);
-        assert_eq!(b[27], 1);
     }
 }
