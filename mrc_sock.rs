@@ -1543,10 +1543,17 @@ pub(crate) fn poll(sk: &Sock) -> u32 {
             if closed || (inner.peer_fin && inner.wr_shut) {
                 mask |= poll_bits::HUP;
             }
-            let room = inner
-                .sess
-                .as_deref()
-                .is_some_and(|s| s.conn.send_space() > 0);
+            // Writable when a write makes progress: a stream write waits
+            // for more than a sliver of room (`Conn::stream_chunk`), so a
+            // poll loop does not spin on EAGAIN.
+            let stream = sk.is_stream();
+            let room = inner.sess.as_deref().is_some_and(|s| {
+                if stream {
+                    s.conn.stream_chunk(usize::MAX) > 0
+                } else {
+                    s.conn.send_space() > 0
+                }
+            });
             if closed || inner.wr_shut || room {
                 mask |= poll_bits::OUT;
             }
