@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Idempotent setup: host packages, Rust pieces the kernel needs, virtme-ng,
-# the kernel source and the Rust-enabled test kernel. Safe to re-run: every
-# step checks first and the kernel build is cached outside the repository,
-# keyed by kernel version, toolchain and config hash.
+# PyTorch (scripts/setup-pytorch.sh), the kernel source and the
+# Rust-enabled test kernel. Safe to re-run: every step checks first and the
+# kernel build is cached outside the repository, keyed by kernel version,
+# toolchain and config hash.
 #
 # Usage: scripts/setup.sh [debug|release]   (default: debug)
 set -euo pipefail
@@ -48,6 +49,11 @@ if [ ! -x "$MRC_VENV/bin/vng" ] || [ "$("$MRC_VENV/bin/vng" --version 2>/dev/nul
 	python3 -m venv "$MRC_VENV"
 	"$MRC_VENV/bin/pip" install -q "virtme-ng==$VNG_VERSION"
 fi
+
+# PyTorch for the CPU in a venv of its own, for demo/pytorch/, the
+# selftest mrc_pytorch.sh and `make demo-pytorch` (idempotent: a venv that
+# is up to date is only checked, in about 2 s).
+MRC_CACHE=$MRC_CACHE "$here/scripts/setup-pytorch.sh"
 
 # The test kernel. Source is unpacked once per version; each config gets its
 # own O= build directory, named by the hash of everything that affects it.
