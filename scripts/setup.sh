@@ -22,7 +22,7 @@ APT_PKGS=(build-essential clang-14 llvm-14 lld-14 libclang-14-dev flex bison bc
 	libelf-dev libssl-dev cpio xz-utils kmod iproute2 qemu-system-x86
 	busybox-static udev "linux-source-$KVER_MAJOR" python3-pip python3-venv
 	rsync ethtool python3-yaml python3-jsonschema python3-matplotlib linux-perf
-	iperf3 curl)
+	iperf3 curl mptcpize)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
