@@ -117,10 +117,11 @@ one_run() {
 			s=$(steps_done "$d/rank0.out")
 			if [ "$s" -ge "$FAIL_STEP" ]; then
 				# B's route over plane 2 goes, then its link (the
-				# order of mrc_multipath.sh).
+				# order of mrc_multipath.sh). The failure starts
+				# with the route: B cannot send on plane 2 from then.
+				t_fail=$EPOCHREALTIME
 				ip -n "$B" route del 10.83.2.0/24 dev vb2
 				ip -n "$B" link set vb2 down
-				t_fail=$EPOCHREALTIME
 				note "plane 2 down after step $s: ip -n B route del 10.83.2.0/24 dev vb2; ip -n B link set vb2 down"
 				deadline=$((SECONDS + TCP_WAIT))
 			fi
