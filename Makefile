@@ -7,6 +7,7 @@
 #   make setup      install the toolchain and build the test kernel (cached)
 #   make check      every test: host, style, lints, build, VM selftests
 #   make demo       boot the test kernel in a VM and show MRC at work
+#   make demo-pytorch  PyTorch DDP training over MRC and TCP in the VM, a plane lost
 #   make tools      build the userspace tools under tools/
 #   make netlink-gen regenerate the netlink uapi header from netlink/mrc.yaml
 #   make bench      benchmarks against MPTCP, SCTP, TCP in the VM (BENCHMARKS.md)
@@ -67,6 +68,14 @@ check:
 demo:
 	$(TOP)/scripts/demo.sh
 
+# DDP training (demo/pytorch/train.py) between two namespaces in the VM,
+# over MRC (mrcize) and over TCP, each once with plane 2 taken down
+# mid-training; a summary table at the end. DEMO_* settings in
+# scripts/demo-pytorch-guest.sh.
+.PHONY: demo-pytorch
+demo-pytorch:
+	$(TOP)/scripts/demo-pytorch.sh
+
 # MRC against MPTCP, SCTP and TCP on the release test kernel in the VM;
 # writes bench/results.json, bench/plots/ and the tables of BENCHMARKS.md.
 # BENCH_QUICK=1 for a smoke run; other settings in BENCHMARKS.md.
@@ -93,4 +102,4 @@ clean:
 	rm -f $(TOP)/mrc_bindings_generated.rs
 
 help:
-	@sed -n '3,14p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,15p' $(TOP)/Makefile | sed 's/^# \{0,1\}//'

@@ -17,6 +17,8 @@ Layout of OUTDIR (written by run-guest.sh):
     scenarios/NN-ID/PROTO/repK/meta.env  times (EPOCHREALTIME), exit codes
     scenarios/NN-ID/PROTO/repK/{client.json,server.json,*.err,setup.log,error}
     scenarios/NN-ID/PROTO/repK/snapshot/*, counters/*
+    scenarios/NN-ID/PROTO/repK/{rank0.out,rank0.err,rank1.err}  the pytorch
+                                         scenario's runs (training_record)
     scenarios/NN-ID/PROTO/pN/...         a scenario with points (path-scaling:
                                          N paths per connection) has a level
                                          more: PROTO/pN/params, PROTO/pN/repK
@@ -296,6 +298,9 @@ def run_record(rdir, transport):
             rec["cpu"] = cpu
         return rec
 
+    if meta.get("fail_step") is not None and meta.get("steps") is not None:
+        return training_record(rdir, meta, rec, harness_error)
+
     client = read_json(os.path.join(rdir, "client.json"))
     server = read_json_lines(os.path.join(rdir, "server.json"))
     rec["client"] = client
@@ -325,6 +330,60 @@ def run_record(rdir, transport):
     if not rec["ok"] and err is None:
         err = "client reported failure"
     rec["error"] = err
+    return rec
+
+
+def training_record(rdir, meta, rec, harness_error):
+    """A run of the pytorch scenario (run-guest.sh run_training): rank 0's
+    JSON lines of demo/pytorch/train.py (start, one per step, end), the
+    ranks' exit statuses and stderr, and the time the plane went down. The
+    run is ok when both ranks exited 0 with a final result on which they
+    agree."""
+    rec["client_stderr"] = tail(os.path.join(rdir, "rank1.err"))
+    rec["server_stderr"] = tail(os.path.join(rdir, "rank0.err"))
+    rc0, rc1 = meta.get("rank0_rc"), meta.get("rank1_rc")
+    rec["server_rc"], rec["client_rc"] = rc0, rc1
+    start = end = None
+    steps = []
+    for o in read_json_lines(os.path.join(rdir, "rank0.out")):
+        if not isinstance(o, dict):
+            continue
+        if "step" in o:
+            steps.append([o.get("t"), o.get("step_ms"), o.get("loss")])
+        elif o.get("event") == "start":
+            start = o
+        elif o.get("event") == "end":
+            end = o
+    t_kill = _num(meta.get("t_kill"))
+    rec["training"] = {
+        "start": start, "end": end,
+        # [Unix time at the step's end, step time in ms, rank 0's loss]
+        "steps": steps,
+        "steps_planned": meta.get("steps"),
+        "t0": _num(meta.get("t0")), "t_end": _num(meta.get("t_end")), "t_kill": t_kill,
+        "killed": meta.get("killed") is True,
+    }
+    err = harness_error
+    if err is None and meta.get("kill_failed") is True:
+        err = "the harness could not take the plane down"
+    if err is None and meta.get("killed") is True:
+        err = "killed by the harness after %d of %s steps: %s" % (
+            len(steps), meta.get("steps"),
+            "still running %s s after the failure" % meta.get("wait_s") if t_kill else "still running")
+    if err is None and (rc0 != 0 or rc1 != 0):
+        lines = [l for l in (rec["server_stderr"] or rec["client_stderr"] or "").splitlines() if l.strip()]
+        named = [l for l in lines if "Error" in l or "Timed out" in l]
+        err = "exit status rank 0 %s, rank 1 %s after %d of %s steps: %s" % (
+            rc0, rc1, len(steps), meta.get("steps"), (named or lines or [""])[-1].strip()[:300])
+    if err is None and end is None:
+        err = "rank 0 printed no final result"
+    if err is None and end.get("ranks_agree") is not True:
+        err = "the ranks' final weights differ"
+    rec["ok"] = err is None
+    rec["error"] = err
+    cpu = cpu_usage(meta)
+    if cpu is not None:
+        rec["cpu"] = cpu
     return rec
 
 

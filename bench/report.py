@@ -292,6 +292,50 @@ def failover_metrics(run, scenario):
     return out
 
 
+def train(run):
+    return run.get("training") or {}
+
+
+def train_step_ms(run):
+    return [s[1] for s in train(run).get("steps") or [] if s[1] is not None]
+
+
+def run_step_pct(run, q):
+    """The q-th percentile (nearest rank) of a training run's step times,
+    in ms; None without steps."""
+    ms = sorted(train_step_ms(run))
+    if not ms:
+        return None
+    return ms[max(0, min(len(ms) - 1, math.ceil(q / 100 * len(ms)) - 1))]
+
+
+# Steps after the failure that "at the failure" covers: the one in flight
+# when the plane went down and those that follow it.
+TRAIN_FAIL_STEPS = 10
+
+
+def run_fail_step_max(run):
+    """The longest of the first TRAIN_FAIL_STEPS steps that ended after the
+    plane went down, in ms (the step in flight at the failure is the first
+    of them); None when no step ended after it."""
+    t = train(run)
+    k = t.get("t_kill")
+    after = [s[1] for s in t.get("steps") or [] if k is not None and s[0] is not None and s[0] > k]
+    return max(after[:TRAIN_FAIL_STEPS]) if after else None
+
+
+def run_fail_next_s(run):
+    """Seconds from the failure to the end of the first step after it."""
+    t = train(run)
+    k = t.get("t_kill")
+    after = [s[0] for s in t.get("steps") or [] if k is not None and s[0] is not None and s[0] > k]
+    return after[0] - k if after else None
+
+
+def run_train_s(run):
+    return (train(run).get("end") or {}).get("train_s")
+
+
 # --- Metrics per scenario kind ------------------------------------------------------
 
 # (key, label, unit, higher_better, per-run function(run, scenario))
@@ -325,6 +369,11 @@ METRICS = {
     ],
     "simult": [
         ("time", "transfer time", "s", False, lambda r, s: run_transfer_s(r)),
+    ],
+    "training": [
+        ("step_p50", "training step p50", "ms", False, lambda r, s: run_step_pct(r, 50)),
+        ("step_fail", "longest step at the failure", "ms", False, lambda r, s: run_fail_step_max(r)),
+        ("train_s", "training time", "s", False, lambda r, s: run_train_s(r)),
     ],
 }
 
@@ -517,6 +566,57 @@ MRC_PAYLOAD = 1408
 MRC_WIRE_OVERHEAD = 44 + 8 + 20 + 14
 
 
+def training_table(results):
+    """Every run of the training scenarios: how it ended, step times, the
+    step at the failure, and the final result against MRC's."""
+    lines = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "training":
+            continue
+        cfg = sc.get("config") or {}
+        ref = None
+        for r in ((sc.get("transports") or {}).get("mrc") or {}).get("runs") or []:
+            if r.get("ok"):
+                ref = (train(r).get("end") or {})
+                break
+        lines.append("%s steps of `demo/pytorch/train.py` (%s) between the ends of 2 planes of %s Mbit/s; "
+                     "plane %s taken down (`%s`) once rank 0 had done %s steps; a run still going %s s later "
+                     "is killed (torch's own timeout: %s s)."
+                     % (cfg.get("steps"), cfg.get("model"), "/".join(str(x) for x in cfg.get("rates_mbit") or []),
+                        cfg.get("kill_plane"), cfg.get("kill_command"), cfg.get("fail_step"), cfg.get("wait_s"),
+                        cfg.get("torch_timeout_s")))
+        lines += ["", "| Transport | Rep | Outcome | Steps | p50 ms | p90 ms | p99 ms | max ms | "
+                  "longest step at the failure, ms | next step done after the failure, s | final loss | "
+                  "weights SHA-256 | same as MRC |", "|---|" + "---|" * 12]
+        for t, tr in (sc.get("transports") or {}).items():
+            for r in tr.get("runs") or []:
+                tt = train(r)
+                end = tt.get("end") or {}
+                n = len(tt.get("steps") or [])
+                if r.get("ok"):
+                    outcome = "completed"
+                elif tt.get("killed"):
+                    k, e = tt.get("t_kill"), tt.get("t_end")
+                    outcome = "stalled, killed %s s after the failure" % fmt_num(e - k) if k and e else "stalled, killed"
+                else:
+                    k, e = tt.get("t_kill"), tt.get("t_end")
+                    outcome = "failed%s" % (" %s s after the failure" % fmt_num(e - k) if k and e else "")
+                same = "–"
+                if ref and end.get("sha256"):
+                    same = "yes" if (end.get("sha256"), end.get("final_loss_hex")) == (
+                        ref.get("sha256"), ref.get("final_loss_hex")) else "**no**"
+                nxt = run_fail_next_s(r)
+                lines.append("| %s | %s | %s | %d/%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                    LABEL.get(t, t), r.get("rep"), outcome, n, tt.get("steps_planned"),
+                    fmt_num(run_step_pct(r, 50)), fmt_num(run_step_pct(r, 90)), fmt_num(run_step_pct(r, 99)),
+                    fmt_num(run_step_pct(r, 100)), fmt_num(run_fail_step_max(r)),
+                    fmt_num(nxt) if nxt is not None else "none", "`%s`" % end["final_loss_hex"]
+                    if end.get("final_loss_hex") else "–",
+                    "`%s…`" % end["sha256"][:16] if end.get("sha256") else "–", same))
+        lines.append("")
+    return lines
+
+
 def mrc_wire_limit_ms(total_bytes, msg_size, rates_mbit):
     """Time the links' summed rate needs for MRC's packets of a transfer of
     total_bytes in messages of msg_size (each message starts a packet):
@@ -620,6 +720,10 @@ def paths_used(run):
 def paths_table(results):
     rows = []
     for sc in results.get("scenarios") or []:
+        # A training run has several connections (the c10d store's,
+        # Gloo's) that this count does not tell apart.
+        if sc.get("kind") == "training":
+            continue
         cells = []
         for t in ("mrc", "mptcp_connect", "mptcp", "sctp"):
             tr = (sc.get("transports") or {}).get(t)
@@ -844,6 +948,14 @@ def markdown(results, plots):
     ft = failover_table(results)
     if ft:
         lines += ["", "### Failover", ""] + ft
+    tt = training_table(results)
+    if tt:
+        lines += ["", "### PyTorch DDP training across a plane failure", "",
+                  "*Step*: rank 0's time for forward, backward (where DDP all-reduces the gradients over "
+                  "Gloo) and the optimizer step. *Longest step at the failure*: the longest of the first %d "
+                  "steps that ended after the plane went down. *Same as MRC*: final loss and weights equal "
+                  "to the bit to MRC's run (the arithmetic is the same whatever carries it)."
+                  % TRAIN_FAIL_STEPS, ""] + tt
     st = simult_table(results)
     if st:
         lines += ["", "### simult_flows reproduction", "",
@@ -975,6 +1087,48 @@ def plot_failover(results, outdir):
         path = os.path.join(outdir, "failover.svg")
         _save(plt, fig, path)
         done.append(("Goodput across the failure of one plane", path))
+    return done
+
+
+def plot_training(results, outdir):
+    """Step time across the failure, one line per transport (first run)."""
+    plt = _pyplot()
+    done = []
+    for sc in results.get("scenarios") or []:
+        if sc.get("kind") != "training":
+            continue
+        cfg = sc.get("config") or {}
+        fig, ax = plt.subplots(figsize=(8, 4.2))
+        drawn = False
+        for t, tr in (sc.get("transports") or {}).items():
+            runs = [r for r in tr.get("runs") or [] if train(r).get("steps")]
+            if not runs:
+                continue
+            r = runs[0]
+            tt = train(r)
+            k = tt.get("t_kill") or tt.get("t0") or 0
+            pts = [(s[0] - k, s[1]) for s in tt["steps"] if s[0] is not None and s[1] is not None]
+            label = LABEL.get(t, t) + ("" if r.get("ok") else " (%s)" % ("stalled, killed" if tt.get("killed") else "failed"))
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, color=COLOR.get(t),
+                    linewidth=1.0, marker=".", markersize=3)
+            if not r.get("ok") and tt.get("t_end"):
+                # Where the run ended without finishing.
+                ax.plot([tt["t_end"] - k], [pts[-1][1] if pts else 1], marker="x", color=COLOR.get(t),
+                        markersize=9, linestyle="none")
+            drawn = True
+        if not drawn:
+            plt.close(fig)
+            continue
+        ax.axvline(0, color="black", linewidth=1)
+        ax.set_yscale("log")
+        ax.set_xlabel("time since plane %s went down (s); each point the end of a step" % cfg.get("kill_plane"))
+        ax.set_ylabel("training step time (ms, log scale)")
+        ax.set_title(sc.get("title") or "training")
+        ax.legend(loc="upper left", fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        path = os.path.join(outdir, "%s.svg" % sc.get("id"))
+        _save(plt, fig, path)
+        done.append(("Training step time across the failure of one plane", path))
     return done
 
 
@@ -1112,6 +1266,7 @@ def make_plots(results, outdir):
     out += plot_failover(results, outdir)
     out += plot_latency(results, outdir)
     out += plot_scaling(results, outdir)
+    out += plot_training(results, outdir)
     return out
 
 
@@ -1351,6 +1506,53 @@ def self_test():
     check("scaling: no empty summary table", "### Summary" in smd, False)
     check("scaling: kind left out of the summary of the peers", summarize(ssc), [])
 
+    # The pytorch scenario on crafted raw files in the guest's layout: an
+    # MRC run that completes across the failure and a TCP run that the
+    # harness killed.
+    with tempfile.TemporaryDirectory() as d:
+        sdir = os.path.join(d, "scenarios", "01-pytorch")
+        os.makedirs(sdir)
+        with open(os.path.join(sdir, "scenario.env"), "w") as f:
+            f.write("id=pytorch\ntitle=PyTorch\nkind=training\nrates_mbit=[50,50]\nkill_plane=1\n"
+                    "steps=6\nfail_step=3\nwait_s=10\n")
+        end = '{"event": "end", "final_loss": 0.5, "final_loss_hex": "0x1.0p-1", "sha256": "%s", ' \
+              '"ranks_agree": true, "train_s": 1.5}\n' % ("ab" * 32)
+        for t, ms, tail_, meta in [
+                ("mrc", [100, 110, 120, 900, 130, 100], end, "rank0_rc=0\nrank1_rc=0\nkilled=false\n"),
+                ("tcp", [100, 100, 100], "", "rank0_rc=143\nrank1_rc=143\nkilled=true\n")]:
+            rdir = os.path.join(sdir, t, "rep1")
+            os.makedirs(rdir)
+            with open(os.path.join(rdir, "meta.env"), "w") as f:
+                f.write("rep=1\ntransport=%s\nsteps=6\nfail_step=3\nwait_s=10\nt0=1000.0\nt_kill=1000.35\n"
+                        "t_end=1012.0\n%s" % (t, meta))
+            with open(os.path.join(rdir, "rank0.out"), "w") as f:
+                f.write('{"event": "start", "steps": 6}\n')
+                tt = 1000.0
+                for i, m in enumerate(ms):
+                    tt += m / 1000
+                    f.write('{"step": %d, "loss": 1.0, "step_ms": %s, "t": %.3f}\n' % (i, m, tt))
+                f.write(tail_)
+            open(os.path.join(rdir, "rank0.err"), "w").close()
+            open(os.path.join(rdir, "rank1.err"), "w").close()
+        tres = collect.results_from_dir(d)
+    tsc = tres["scenarios"][0]
+    mr = tsc["transports"]["mrc"]["runs"][0]
+    tr_ = tsc["transports"]["tcp"]["runs"][0]
+    check("training: MRC run ok", (mr["ok"], mr["error"]), (True, None))
+    check("training: TCP run killed", (tr_["ok"], (tr_["error"] or "").startswith("killed by the harness after 3 of 6")),
+          (False, True))
+    check("training: step p50", run_step_pct(mr, 50), 110)
+    check("training: step p99", run_step_pct(mr, 99), 900)
+    check("training: longest step at the failure", run_fail_step_max(mr), 900)
+    check("training: next step after the failure", run_fail_next_s(mr), 0.33 + 0.9 - 0.35, tol=1e-6)
+    check("training: no step after the failure", (run_fail_step_max(tr_), run_fail_next_s(tr_)), (None, None))
+    tmd = markdown(tres, [])
+    check("training: MRC row", "| MRC | 1 | completed | 6/6 | 110 | 900 | 900 | 900 | 900 | 0.880 | `0x1.0p-1` "
+          "| `abababababababab…` | yes |" in tmd, True)
+    check("training: TCP row", "| TCP | 1 | stalled, killed 11.6 s after the failure | 3/6 |" in tmd, True)
+    check("training: in the summary", "| PyTorch | training step p50, ms ↓ | 110 | failed (0/1) | – |" in tmd, True)
+    check("training: not in the paths table", "| pytorch |" in tmd, False)
+
     # Plots, when matplotlib is there.
     have_mpl = importlib.util.find_spec("matplotlib") is not None
     if not have_mpl:
@@ -1364,6 +1566,8 @@ def self_test():
                 check("failover plot is SVG", "<svg" in f.read(2000), True)
             drawn = make_plots(scal, d)
             check("scaling plot drawn", [os.path.basename(p) for _, p in drawn], ["path-scaling.svg"])
+            drawn = make_plots(tres, d)
+            check("training plot drawn", [os.path.basename(p) for _, p in drawn], ["pytorch.svg"])
 
     print()
     print("%d passed, %d failed" % (count[0] - len(failures_), len(failures_)))

@@ -25,6 +25,10 @@
 # apply to wire-sized packets. The simult_flows scenarios rebuild the
 # topology of the kernel's MPTCP selftest of that name instead.
 #
+# The pytorch scenario trains a small model with PyTorch DDP between the
+# two ends of 2 planes (demo/pytorch/train.py, both ranks under mrcize,
+# mptcpize or neither) and takes plane 1 down mid-training.
+#
 # The *-gro scenarios repeat a plane or unshaped scenario with GRO on at
 # the receiving (server) end of each veth, see gro_rx().
 #
@@ -77,7 +81,7 @@ else
 fi
 SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
 PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
-SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-equal-gro,planes-unequal,planes-loss,failover,unshaped,unshaped-gro,unshaped-9000,unshaped-9000-gro,latency,fairness,simult,path-scaling}
+SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-equal-gro,planes-unequal,planes-loss,failover,unshaped,unshaped-gro,unshaped-9000,unshaped-9000-gro,latency,fairness,simult,path-scaling,pytorch}
 # Paths per MRC connection of the path-scaling scenario.
 SCALE_PATHS=${BENCH_SCALE_PATHS:-1,8,64,256}
 RATE=${BENCH_PLANE_RATE:-50}
@@ -109,6 +113,25 @@ MRC_NS_PARAMS=${BENCH_MRC_NS_PARAMS:-}
 # does not end a stuck transfer (e.g. a connect() that never returns).
 HARD_TIMEOUT=${BENCH_HARD_TIMEOUT:-$((${DURATION%.*} + ${FAIL_DURATION%.*} + 3 * STALL + 20))}
 PORT_BASE=20000
+# The PyTorch scenario (pytorch): DDP training (demo/pytorch/train.py) over
+# 2 planes, plane 1 taken down once rank 0 has done TRAIN_FAIL_STEP steps;
+# a run still going TRAIN_WAIT s after that is killed. TRAIN_PROTOS: mrc
+# runs both ranks under mrcize, mptcp under mptcpize, tcp as they are.
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	TRAIN_STEPS=${BENCH_TRAIN_STEPS:-60}
+	TRAIN_FAIL_STEP=${BENCH_TRAIN_FAIL_STEP:-20}
+else
+	TRAIN_STEPS=${BENCH_TRAIN_STEPS:-300}
+	TRAIN_FAIL_STEP=${BENCH_TRAIN_FAIL_STEP:-100}
+fi
+TRAIN_PROTOS=${BENCH_TRAIN_PROTOS:-mrc,mptcp,tcp}
+TRAIN_REPS=${BENCH_TRAIN_REPS:-1}
+TRAIN_WAIT=${BENCH_TRAIN_WAIT:-150}
+# torch's own timeout of the rendezvous and of each collective.
+TRAIN_TIMEOUT=${BENCH_TRAIN_TIMEOUT:-120}
+TORCH_PY=${BENCH_TORCH_PY:-${MRC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mrc}/venv-torch/bin/python}
+MRCIZE=${BENCH_MRCIZE:-$top/tools/target/release/mrcize}
+MPTCPIZE=${BENCH_MPTCPIZE:-$(command -v mptcpize || echo mptcpize)}
 # Unit of the tick counts of /proc/stat.
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 # 1 in the GRO variants of a scenario (gro_rx), set by the scenario.
@@ -508,6 +531,8 @@ RUN_HARD=$HARD_TIMEOUT
 RUN_POINT=''
 RUN_POINT_ENV=''
 RUN_EV=''
+# "training" for the runs of the pytorch scenario (run_training).
+RUN_KIND=''
 
 # run_perf DIR PROTO: one mrc-perf transfer from the client to the server
 # namespace in the current topology. Writes meta.env, client.json,
@@ -604,6 +629,86 @@ run_mptcp_connect() {
 	counters "$dir" mptcp_connect
 }
 
+# train_steps FILE: training steps rank 0 has reported in FILE.
+train_steps() {
+	local n=0 line
+	while IFS= read -r line; do
+		[[ $line == '{"step": '* ]] && n=$((n + 1))
+	done <"$1" 2>/dev/null
+	echo $n
+}
+
+# run_training DIR PROTO: DDP training between the planes' ends: rank 0
+# (the c10d store and Gloo) in the server namespace at SERVER_ADDR, rank 1
+# in the client namespace, Gloo bound to plane 1 on both (GLOO_SOCKET_IFNAME);
+# under mrcize for mrc, mptcpize for mptcp. Once rank 0 has reported
+# TRAIN_FAIL_STEP steps, the client's plane 1 goes down (as in the failover
+# scenario); a run still going TRAIN_WAIT s later is killed. Writes
+# meta.env, rank0.out (train.py's JSON lines), rank0.err, rank1.err.
+run_training() {
+	local dir=$1 proto=$2 port=$((PORT_BASE + seq_no)) wrap=() pid0 pid1 rc0=0 rc1=0 t0
+	local t_kill=0 killed=false deadline limit cpu0 cpu1
+	mkdir -p "$dir"
+	case $proto in
+	mrc) wrap=("$MRCIZE" run) ;;
+	mptcp) wrap=("$MPTCPIZE" run) ;;
+	esac
+	{
+		printf 'transport=%s\nport=%s\nserver_addr=%s\nsteps=%s\nfail_step=%s\n' \
+			"$proto" "$port" "$SERVER_ADDR" "$TRAIN_STEPS" "$TRAIN_FAIL_STEP"
+		printf 'wait_s=%s\ntorch_timeout_s=%s\nwrapper=%s\nkill_dev=c1\n' \
+			"$TRAIN_WAIT" "$TRAIN_TIMEOUT" "${wrap[*]:-none}"
+	} >>"$dir/meta.env"
+	if [ ! -x "$TORCH_PY" ]; then
+		echo "no PyTorch venv at $TORCH_PY (scripts/setup-pytorch.sh)" >"$dir/error"
+		return 0
+	fi
+	if [ ${#wrap[@]} -gt 0 ] && ! command -v "${wrap[0]}" >/dev/null; then
+		echo "${wrap[0]} not found" >"$dir/error"
+		return 0
+	fi
+	cpu_ticks cpu0
+	t0=$EPOCHREALTIME
+	ip netns exec "$SRV" env GLOO_SOCKET_IFNAME=s1 "${wrap[@]}" "$TORCH_PY" "$top/demo/pytorch/train.py" \
+		--rank 0 --world-size 2 --master-addr "$SERVER_ADDR" --master-port "$port" \
+		--steps "$TRAIN_STEPS" --timeout "$TRAIN_TIMEOUT" >"$dir/rank0.out" 2>"$dir/rank0.err" &
+	pid0=$!
+	ip netns exec "$CLI" env GLOO_SOCKET_IFNAME=c1 "${wrap[@]}" "$TORCH_PY" "$top/demo/pytorch/train.py" \
+		--rank 1 --world-size 2 --master-addr "$SERVER_ADDR" --master-port "$port" \
+		--steps "$TRAIN_STEPS" --timeout "$TRAIN_TIMEOUT" >"$dir/rank1.out" 2>"$dir/rank1.err" &
+	pid1=$!
+	# The imports take a minute or two under TCG: a generous bound on the
+	# whole run as well.
+	limit=$((SECONDS + 900))
+	local snap=0
+	while kill -0 "$pid0" 2>/dev/null || kill -0 "$pid1" 2>/dev/null; do
+		# The connections and their paths halfway to the failure.
+		if [ "$REP" = 1 ] && [ $snap = 0 ] && [ "$(train_steps "$dir/rank0.out")" -ge $((TRAIN_FAIL_STEP / 2)) ]; then
+			snap=1
+			snapshot "$dir" "$proto"
+		fi
+		if [ "$t_kill" = 0 ] && [ "$(train_steps "$dir/rank0.out")" -ge "$TRAIN_FAIL_STEP" ]; then
+			t_kill=$EPOCHREALTIME
+			ip -n "$CLI" link set c1 down || echo "kill_failed=true" >>"$dir/meta.env"
+			printf 't_kill=%s\nt_kill_done=%s\n' "$t_kill" "$EPOCHREALTIME" >>"$dir/meta.env"
+			deadline=$((SECONDS + TRAIN_WAIT))
+		fi
+		if { [ "$t_kill" != 0 ] && [ $SECONDS -ge "$deadline" ]; } || [ $SECONDS -ge $limit ]; then
+			killed=true
+			kill "$pid0" "$pid1" 2>/dev/null || true
+			break
+		fi
+		sleep 0.2
+	done
+	wait "$pid0" || rc0=$?
+	wait "$pid1" || rc1=$?
+	cpu_ticks cpu1
+	printf 't0=%s\nt_end=%s\nrank0_rc=%s\nrank1_rc=%s\nkilled=%s\n' "$t0" "$EPOCHREALTIME" \
+		"$rc0" "$rc1" "$killed" >>"$dir/meta.env"
+	printf 'cpu_ticks_t0=%s\ncpu_ticks_client_exit=%s\nclk_tck=%s\n' "$cpu0" "$cpu1" "$CLK_TCK" >>"$dir/meta.env"
+	counters "$dir" "$proto"
+}
+
 # setup_transport PROTO TOPO_FUNC: the transport's own configuration in
 # the topology just built.
 setup_transport() {
@@ -652,6 +757,8 @@ one_run() {
 	[ "$REP" != 1 ] || proto_params "$pdir" "$proto"
 	if [ "$proto" = mptcp_connect ]; then
 		run_mptcp_connect "$dir" "$SIMULT_MAX_TIME"
+	elif [ "$RUN_KIND" = training ]; then
+		run_training "$dir" "$proto"
 	else
 		run_perf "$dir" "$proto"
 	fi
@@ -887,6 +994,25 @@ sc_path_scaling() {
 	scenario_end
 }
 
+training_run() { # proto
+	RUN_KIND=training
+	one_run "$sdir" "$1" topo_planes 0 "$RATE,$RATE"
+	RUN_KIND=''
+}
+
+# sc_pytorch: DDP training over 2 equal planes, plane 1 (the one of the
+# rendezvous address, and so of TCP's connections) taken down mid-training.
+sc_pytorch() {
+	scenario_begin pytorch "title=PyTorch DDP training, plane 1 down mid-training" kind=training \
+		topology=planes "rates_mbit=[$RATE,$RATE]" "delay_ms=$DELAY_MS" loss_pct=0 \
+		kill_plane=1 "kill_command=ip link set c1 down (rank 1's side)" \
+		"steps=$TRAIN_STEPS" "fail_step=$TRAIN_FAIL_STEP" "wait_s=$TRAIN_WAIT" \
+		"torch_timeout_s=$TRAIN_TIMEOUT" "reps=$TRAIN_REPS" \
+		"model=demo/pytorch/train.py defaults: MLP 64-256-256-8, batch 64 per rank, 1 thread, Gloo"
+	for_reps "$TRAIN_PROTOS" "$TRAIN_REPS" training_run
+	scenario_end
+}
+
 # run_scenario FUNC ARGS...: one scenario in a subshell, so that an
 # unexpected failure of the harness itself ends that scenario only; it is
 # recorded in the scenario's "error" file and the scenario is still
@@ -936,6 +1062,8 @@ start=$SECONDS
 		"$STALL" "$INTERVAL_MS" "$FAIL_INTERVAL_MS" "$MPTCP_ENDPOINTS" "$MRC_ENDPOINTS"
 	printf 'protos=%s\nscenarios=%s\n' "$PROTOS" "$SCENARIOS"
 	printf 'scale_paths=%s\nclk_tck=%s\n' "$(csv_json "$SCALE_PATHS")" "$CLK_TCK"
+	printf 'train_steps=%s\ntrain_fail_step=%s\ntrain_protos=%s\ntrain_reps=%s\n' \
+		"$TRAIN_STEPS" "$TRAIN_FAIL_STEP" "$TRAIN_PROTOS" "$TRAIN_REPS"
 	printf 'mrc_perf=%s\nmrc_status=%s\niproute2=%s\n' "$("$PERF" --version 2>&1)" \
 		"$("$STATUS" --version 2>&1)" "$(ip -V 2>&1)"
 	printf 'mptcp_connect=%s\nko=%s\nmrc_params=%s\nmrc_ns_params=%s\nrps=%s\n' \
@@ -982,6 +1110,7 @@ if has "$SCENARIOS" simult; then
 	run_scenario sc_simult simult-unbalanced-opposed "unbalanced bwidth with opposed, unbalanced delay" 10 3 25 1
 fi
 if has "$SCENARIOS" path-scaling; then run_scenario sc_path_scaling; fi
+if has "$SCENARIOS" pytorch; then run_scenario sc_pytorch; fi
 rm -f "$out/current"
 
 {

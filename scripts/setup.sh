@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Idempotent setup: host packages, Rust pieces the kernel needs, virtme-ng,
-# the kernel source and the Rust-enabled test kernel. Safe to re-run: every
-# step checks first and the kernel build is cached outside the repository,
-# keyed by kernel version, toolchain and config hash.
+# PyTorch (scripts/setup-pytorch.sh), the kernel source and the
+# Rust-enabled test kernel. Safe to re-run: every step checks first and the
+# kernel build is cached outside the repository, keyed by kernel version,
+# toolchain and config hash.
 #
 # Usage: scripts/setup.sh [debug|release]   (default: debug)
 set -euo pipefail
@@ -21,7 +22,7 @@ APT_PKGS=(build-essential clang-14 llvm-14 lld-14 libclang-14-dev flex bison bc
 	libelf-dev libssl-dev cpio xz-utils kmod iproute2 qemu-system-x86
 	busybox-static udev "linux-source-$KVER_MAJOR" python3-pip python3-venv
 	rsync ethtool python3-yaml python3-jsonschema python3-matplotlib linux-perf
-	iperf3 curl)
+	iperf3 curl mptcpize)
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -48,6 +49,11 @@ if [ ! -x "$MRC_VENV/bin/vng" ] || [ "$("$MRC_VENV/bin/vng" --version 2>/dev/nul
 	python3 -m venv "$MRC_VENV"
 	"$MRC_VENV/bin/pip" install -q "virtme-ng==$VNG_VERSION"
 fi
+
+# PyTorch for the CPU in a venv of its own, for demo/pytorch/, the
+# selftest mrc_pytorch.sh and `make demo-pytorch` (idempotent: a venv that
+# is up to date is only checked, in about 2 s).
+MRC_CACHE=$MRC_CACHE "$here/scripts/setup-pytorch.sh"
 
 # The test kernel. Source is unpacked once per version; each config gets its
 # own O= build directory, named by the hash of everything that affects it.

@@ -11,7 +11,8 @@ to the last bit, whatever network carried the gradients: a transport that
 lost, duplicated or reordered a byte would change the SHA-256 printed at the
 end (or hang the run).
 
-Rank 0 prints one JSON line per step (its local loss, the step's time), then
+Rank 0 prints one JSON line per step (its local loss, the step's time and
+the wall-clock time at its end, in Unix seconds), then
 a final line with the loss averaged over the group, its exact value in hex,
 and the SHA-256 of the final weights; every rank checks that its weights
 hash the same as rank 0's and exits 1 if not.
@@ -105,7 +106,8 @@ def main() -> int:
         dt = time.perf_counter() - t0
         step_times.append(dt)
         if rank == 0:
-            emit({"step": step, "loss": loss.item(), "step_ms": round(dt * 1e3, 3)})
+            emit({"step": step, "loss": loss.item(), "step_ms": round(dt * 1e3, 3),
+                  "t": round(time.time(), 3)})
     train_s = time.monotonic() - t_train
 
     # The loss of the last step averaged over the group, and every rank's
