@@ -371,10 +371,17 @@ def training_record(rdir, meta, rec, harness_error):
             len(steps), meta.get("steps"),
             "still running %s s after the failure" % meta.get("wait_s") if t_kill else "still running")
     if err is None and (rc0 != 0 or rc1 != 0):
-        lines = [l for l in (rec["server_stderr"] or rec["client_stderr"] or "").splitlines() if l.strip()]
-        named = [l for l in lines if "Error" in l or "Timed out" in l]
+        # The last error line of each rank that failed: the one that
+        # failed first is often not rank 0 (whose error then only says
+        # that the peer went away).
+        said = []
+        for r, rc, text in ((0, rc0, rec["server_stderr"]), (1, rc1, rec["client_stderr"])):
+            lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
+            named = [l for l in lines if "Error" in l or "Timed out" in l or "what()" in l]
+            if rc != 0 and (named or lines):
+                said.append("rank %d: %s" % (r, (named or lines)[-1][:300]))
         err = "exit status rank 0 %s, rank 1 %s after %d of %s steps: %s" % (
-            rc0, rc1, len(steps), meta.get("steps"), (named or lines or [""])[-1].strip()[:300])
+            rc0, rc1, len(steps), meta.get("steps"), "; ".join(said))
     if err is None and end is None:
         err = "rank 0 printed no final result"
     if err is None and end.get("ranks_agree") is not True:

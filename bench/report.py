@@ -1103,6 +1103,11 @@ def plot_training(results, outdir):
         for t, tr in (sc.get("transports") or {}).items():
             runs = [r for r in tr.get("runs") or [] if train(r).get("steps")]
             if not runs:
+                if tr.get("runs"):
+                    # In the legend all the same: it ran and failed
+                    # before its first step.
+                    ax.plot([], [], label=LABEL.get(t, t) + " (failed before the first step)",
+                            color=COLOR.get(t), linestyle="none", marker="x")
                 continue
             r = runs[0]
             tt = train(r)
@@ -1120,12 +1125,13 @@ def plot_training(results, outdir):
             plt.close(fig)
             continue
         ax.axvline(0, color="black", linewidth=1)
-        ax.set_yscale("log")
-        ax.set_xlabel("time since plane %s went down (s); each point the end of a step" % cfg.get("kill_plane"))
-        ax.set_ylabel("training step time (ms, log scale)")
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("time since plane %s went down (s); each point the end of a step, × where a "
+                      "failed run ended" % cfg.get("kill_plane"))
+        ax.set_ylabel("training step time (ms)")
         ax.set_title(sc.get("title") or "training")
-        ax.legend(loc="upper left", fontsize=8)
-        ax.grid(alpha=0.3, which="both")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.grid(alpha=0.3)
         path = os.path.join(outdir, "%s.svg" % sc.get("id"))
         _save(plt, fig, path)
         done.append(("Training step time across the failure of one plane", path))
