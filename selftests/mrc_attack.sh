@@ -33,13 +33,14 @@ ATTACK="$MRC_PY $MRC_DIR/selftests/mrc_attack.py"
 NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 
 # A long transfer from a to b, verified at the end.
-ip netns exec "$b" "$PERF" server --addr 10.77.0.2 --port 9000 --conns 1 --timeout 120 \
+ip netns exec "$b" "$PERF" server --addr 10.77.0.2 --port 9000 --conns 1 --timeout 240 \
 	--msg-size 4096 --json >"$tmp/srv.json" 2>"$tmp/srv.err" &
 spid=$!
-# Long enough for every attack below (the debug VM takes seconds to start
-# each program); that each found the connection there is checked.
-ip netns exec "$a" "$PERF" client --addr 10.77.0.2 --port 9000 --duration 45 \
-	--msg-size 4096 --retry-ms 20000 --timeout 120 --json >"$tmp/cli.json" 2>"$tmp/cli.err" &
+# Long enough for every attack below, with room to spare (the debug VM
+# takes seconds to start each program, more on a busy host); that each
+# found the connection there is checked.
+ip netns exec "$a" "$PERF" client --addr 10.77.0.2 --port 9000 --duration 90 \
+	--msg-size 4096 --retry-ms 20000 --timeout 240 --json >"$tmp/cli.json" 2>"$tmp/cli.err" &
 cpid=$!
 
 conn_json() { # NS [USER...]: the namespace's connections as JSON, one per line
