@@ -179,7 +179,7 @@ fn recv_message(
                 break;
             }
         }
-        consumed(sk, msg_len);
+        consumed(sk, msg_len, 0);
     }
     res?;
     if let Some(peer) = mrc_sock::peer_addr(sk) {
@@ -254,9 +254,8 @@ fn recv_stream(
             for _ in 0..whole {
                 drop(sk.queue_dequeue());
             }
-            mrc_sock::set_head_offset(sk, off);
-            if copied > before {
-                consumed(sk, (copied - before) as u32);
+            if copied > before || whole > 0 {
+                consumed(sk, (copied - before) as u32, off);
             }
         }
         if res.is_err() || copied >= target || (peek && copied > 0) {

@@ -1671,8 +1671,11 @@ pub(crate) fn read_closed(sk: &Sock) -> bool {
 }
 
 /// The application read `bytes` of received data: they leave the window.
-pub(crate) fn consumed(sk: &Sock, bytes: u32) {
+/// `head_off` is how much of the first queued packet is now read (a
+/// stream's place; 0 when whole packets were taken).
+pub(crate) fn consumed(sk: &Sock, bytes: u32, head_off: u32) {
     with_conn(sk, |inner, _| {
+        inner.head_off = head_off;
         inner.rx_bytes += u64::from(bytes);
         if let Some(s) = inner.sess.as_deref_mut() {
             s.conn.release_recv(u64::from(bytes));
@@ -1688,11 +1691,6 @@ pub(crate) fn peer_addr(sk: &Sock) -> Option<MrcAddr> {
 /// Stream: bytes of the first queued packet already read.
 pub(crate) fn head_offset(sk: &Sock) -> u32 {
     sk.state().inner.lock().head_off
-}
-
-/// Stream: records how much of the first queued packet has been read.
-pub(crate) fn set_head_offset(sk: &Sock, off: u32) {
-    sk.state().inner.lock().head_off = off;
 }
 
 /// Bytes received and not yet read, and bytes queued for sending and not

@@ -30,23 +30,8 @@ trap 'mrc_cleanup; rm -rf "$tmp"' EXIT
 mrc_netns_add A
 mrc_netns_add B
 
-for p in 1 2; do
-	ip link add "va$p" netns "$A" type veth peer name "vb$p" netns "$B"
-	ip -n "$A" addr add "10.81.$p.1/24" dev "va$p"
-	ip -n "$B" addr add "10.81.$p.2/24" dev "vb$p"
-	ip -n "$A" link set "va$p" up
-	ip -n "$B" link set "vb$p" up
-	ip -n "$A" addr add "fd81:$p::1/64" dev "va$p" nodad
-	ip -n "$B" addr add "fd81:$p::2/64" dev "vb$p" nodad
-	ip netns exec "$A" "$MRC_STATUS" endpoint add "10.81.$p.1"
-	ip netns exec "$B" "$MRC_STATUS" endpoint add "10.81.$p.2"
-done
+mrc_planes 2 81 v6
 SRV=10.81.1.1
-
-# tcp_opens NS: TCP connections opened in NS so far (active + passive).
-tcp_opens() {
-	ip netns exec "$1" awk '/^Tcp: [0-9]/ { print $6 + $7 }' /proc/net/snmp
-}
 
 # mrcize_lines FILE...: mrcize's lines on stderr.
 mrcize_lines() {
@@ -97,8 +82,8 @@ PY
 }
 
 rx0=$(mrc_stat "$A" rx_bytes)
-tcp0_a=$(tcp_opens "$A")
-tcp0_b=$(tcp_opens "$B")
+tcp0_a=$(mrc_tcp_opens "$A")
+tcp0_b=$(mrc_tcp_opens "$B")
 
 # --- a) iperf3 -P 4 -------------------------------------------------------
 echo "# iperf3 at ${SECONDS} s"
@@ -177,8 +162,8 @@ kill $hpid 2>/dev/null
 wait $hpid 2>/dev/null
 
 # --- c) MRC, not TCP --------------------------------------------------------
-mrc_check "no TCP connection in A" "$tcp0_a" "$(tcp_opens "$A")"
-mrc_check "no TCP connection in B" "$tcp0_b" "$(tcp_opens "$B")"
+mrc_check "no TCP connection in A" "$tcp0_a" "$(mrc_tcp_opens "$A")"
+mrc_check "no TCP connection in B" "$tcp0_b" "$(mrc_tcp_opens "$B")"
 lines=$(mrcize_lines "$tmp"/*.err)
 mrc_check "mrcize logged nothing (no TCP in place of MRC)" "" "$lines"
 
@@ -195,7 +180,7 @@ echo "$fb" | sed 's/^/# /'
 # iperf3's control connection and its one data connection.
 mrc_check "fallback: mrcize said so for both connections" 2 \
 	"$(grep -c 'no MRC listener at 10.81.1.1:5202 (Connection refused): falling back to TCP' <<<"$fb")"
-if [ "$(tcp_opens "$B")" -gt "$tcp0_b" ]; then
+if [ "$(mrc_tcp_opens "$B")" -gt "$tcp0_b" ]; then
 	mrc_ok "fallback: TCP carried it"
 else
 	mrc_fail "fallback: no TCP connection opened in B"

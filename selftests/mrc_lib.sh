@@ -113,6 +113,31 @@ mrc_veth_pair() {
 	ip -n "$2" link set veth-b up
 }
 
+# mrc_planes N NET [v6]: joins namespaces A and B with N veth planes, vaP
+# 10.NET.P.1/24 in A and vbP 10.NET.P.2/24 in B (with "v6" also fdNET:P::1
+# and ::2/64), each address an MRC endpoint on its side.
+mrc_planes() {
+	local p
+	for p in $(seq "$1"); do
+		ip link add "va$p" netns "$A" type veth peer name "vb$p" netns "$B" || return 1
+		ip -n "$A" addr add "10.$2.$p.1/24" dev "va$p"
+		ip -n "$B" addr add "10.$2.$p.2/24" dev "vb$p"
+		ip -n "$A" link set "va$p" up
+		ip -n "$B" link set "vb$p" up
+		if [ "${3:-}" = v6 ]; then
+			ip -n "$A" addr add "fd$2:$p::1/64" dev "va$p" nodad
+			ip -n "$B" addr add "fd$2:$p::2/64" dev "vb$p" nodad
+		fi
+		ip netns exec "$A" "$MRC_STATUS" endpoint add "10.$2.$p.1"
+		ip netns exec "$B" "$MRC_STATUS" endpoint add "10.$2.$p.2"
+	done
+}
+
+# mrc_tcp_opens NS: TCP connections opened in NS so far (active + passive).
+mrc_tcp_opens() {
+	ip netns exec "$1" awk '/^Tcp: [0-9]/ { print $6 + $7 }' /proc/net/snmp
+}
+
 # mrc_require_perf: sets PERF to the mrc-perf binary, or fails the test.
 mrc_require_perf() {
 	PERF=${MRC_PERF:-$MRC_DIR/tools/target/release/mrc-perf}

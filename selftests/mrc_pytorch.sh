@@ -39,22 +39,9 @@ trap 'mrc_cleanup; rm -rf "$tmp"' EXIT
 mrc_netns_add A
 mrc_netns_add B
 
-for p in 1 2; do
-	ip link add "va$p" netns "$A" type veth peer name "vb$p" netns "$B"
-	ip -n "$A" addr add "10.82.$p.1/24" dev "va$p"
-	ip -n "$B" addr add "10.82.$p.2/24" dev "vb$p"
-	ip -n "$A" link set "va$p" up
-	ip -n "$B" link set "vb$p" up
-	ip netns exec "$A" "$MRC_STATUS" endpoint add "10.82.$p.1"
-	ip netns exec "$B" "$MRC_STATUS" endpoint add "10.82.$p.2"
-done
+mrc_planes 2 82
 MASTER=10.82.1.1
 PORT=29500
-
-# tcp_opens NS: TCP connections opened in NS so far (active + passive).
-tcp_opens() {
-	ip netns exec "$1" awk '/^Tcp: [0-9]/ { print $6 + $7 }' /proc/net/snmp
-}
 
 # rank NS R IFACE: starts rank R of collectives.py in NS under mrcize.
 # Gloo binds to IFACE's address (GLOO_SOCKET_IFNAME): by default it takes
@@ -84,8 +71,8 @@ rx0_a=$(mrc_stat "$A" rx_bytes)
 rx0_b=$(mrc_stat "$B" rx_bytes)
 op0_a=$(mrc_stat "$A" conns_opened)
 op0_b=$(mrc_stat "$B" conns_opened)
-tcp0_a=$(tcp_opens "$A")
-tcp0_b=$(tcp_opens "$B")
+tcp0_a=$(mrc_tcp_opens "$A")
+tcp0_b=$(mrc_tcp_opens "$B")
 
 echo "# collectives.py up to $MAX_BYTES B, $ITERS iterations, at $SECONDS s"
 rank "$A" 0 va1
@@ -132,8 +119,8 @@ if [ "$rx_a" -ge "$want" ] && [ "$rx_b" -ge "$want" ]; then
 else
 	mrc_fail "MRC bytes received: A $rx_a, B $rx_b, expected $want or more each"
 fi
-mrc_check "no TCP connection in A" "$tcp0_a" "$(tcp_opens "$A")"
-mrc_check "no TCP connection in B" "$tcp0_b" "$(tcp_opens "$B")"
+mrc_check "no TCP connection in A" "$tcp0_a" "$(mrc_tcp_opens "$A")"
+mrc_check "no TCP connection in B" "$tcp0_b" "$(mrc_tcp_opens "$B")"
 mrc_check "mrcize logged nothing" "" "$(grep -h '^mrcize:' "$tmp"/rank*.err)"
 
 mrc_exit

@@ -35,19 +35,13 @@ done
 
 # Two planes with netem faults; plane 2 goes down at about a third of the
 # transfer and comes back.
+mrc_planes 2 81
 for p in 1 2; do
-	ip link add "sa$p" netns "$A" type veth peer name "sb$p" netns "$B"
-	ip -n "$A" addr add "10.81.$p.1/24" dev "sa$p"
-	ip -n "$B" addr add "10.81.$p.2/24" dev "sb$p"
-	ip -n "$A" link set "sa$p" up
-	ip -n "$B" link set "sb$p" up
-	for end in "$A sa$p" "$B sb$p"; do
+	for end in "$A va$p" "$B vb$p"; do
 		set -- $end
 		tc -n "$1" qdisc add dev "$2" root netem delay 2ms 1ms \
 			loss 1% duplicate 1% reorder 10% rate 40mbit
 	done
-	ip netns exec "$A" "$MRC_STATUS" endpoint add "10.81.$p.1"
-	ip netns exec "$B" "$MRC_STATUS" endpoint add "10.81.$p.2"
 done
 bytes=$((24 << 20))
 ip netns exec "$A" $STREAM sink 10.81.1.1 6001 >"$tmp/sink" 2>&1 &
@@ -56,11 +50,11 @@ mrc_wait_for 30 grep -q listening "$tmp/sink"
 ip netns exec "$B" $STREAM source 10.81.1.1 6001 $bytes --progress >"$tmp/source" 2>&1 &
 source=$!
 mrc_wait_for 300 grep -q "progress $((8 << 20))" "$tmp/source"
-ip -n "$B" route del 10.81.2.0/24 dev sb2
-ip -n "$B" link set sb2 down
+ip -n "$B" route del 10.81.2.0/24 dev vb2
+ip -n "$B" link set vb2 down
 mrc_wait_for 300 grep -q "progress $((16 << 20))" "$tmp/source"
-ip -n "$B" link set sb2 up
-ip -n "$B" addr add 10.81.2.2/24 dev sb2 2>/dev/null
+ip -n "$B" link set vb2 up
+ip -n "$B" addr add 10.81.2.2/24 dev vb2 2>/dev/null
 wait $source
 mrc_check "source done" 0 $?
 wait $sink
