@@ -1037,6 +1037,27 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
     Ok(total)
 }
 
+/// Writes a DATA packet planned by [`Conn::poll_transmit`] into `out`, which must be exactly
+/// as long as the packet: the header [`Conn::poll_transmit`] wrote at the front of `planned`,
+/// then `payload`, sealed. The glue's way to write a packet straight into its own memory.
+pub fn emit_data(
+    out: &mut [u8],
+    planned: &[u8],
+    tx: &Transmit,
+    payload: &[u8],
+) -> Result<(), EncodeError> {
+    let header = planned
+        .get(..HEADER_LEN)
+        .ok_or(EncodeError::BufferTooSmall)?;
+    if HEADER_LEN.checked_add(payload.len()) != Some(out.len()) {
+        return Err(EncodeError::LengthMismatch);
+    }
+    out.get_mut(..HEADER_LEN)
+        .ok_or(EncodeError::BufferTooSmall)?
+        .copy_from_slice(header);
+    finish_data(out, tx, payload).map(|_| ())
+}
+
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
 /// See the module documentation for how the glue drives it. About 156 KiB; keep it on the heap.

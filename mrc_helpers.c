@@ -172,7 +172,32 @@ struct net *mrc_seq_file_single_net(struct seq_file *seq) { return seq_file_sing
 unsigned char *mrc_skb_network_header(const struct sk_buff *skb) { return skb_network_header(skb); }
 void mrc_skb_reserve(struct sk_buff *skb, int len) { skb_reserve(skb, len); }
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len) { return skb_put_data(skb, data, len); }
-unsigned int mrc_skb_tailroom(const struct sk_buff *skb) { return skb_tailroom(skb); }
+
+/*
+ * Memory for one packet being built, @len bytes from the per-CPU page
+ * fragment cache (where drivers take their receive buffers): given to an
+ * skb by mrc_skb_add_frag(), or back with mrc_frag_free(). Any context but
+ * hardirq.
+ */
+void *mrc_frag_alloc(unsigned int len) { return netdev_alloc_frag(len); }
+void mrc_frag_free(void *data) { skb_free_frag(data); }
+
+/*
+ * Appends @data, @len bytes from mrc_frag_alloc(), to @skb as its next page
+ * fragment; @skb then owns the memory and is charged what the cache gave
+ * out. False, and @data still the caller's, if @skb has no free slot.
+ */
+bool mrc_skb_add_frag(struct sk_buff *skb, void *data, unsigned int len)
+{
+	struct page *page = virt_to_head_page(data);
+	int i = skb_shinfo(skb)->nr_frags;
+
+	if (i >= MAX_SKB_FRAGS)
+		return false;
+	skb_add_rx_frag(skb, i, page, data - page_address(page), len,
+			SKB_DATA_ALIGN(len));
+	return true;
+}
 u16 mrc_skb_gso_segs(const struct sk_buff *skb) { return skb_is_gso(skb) ? skb_shinfo(skb)->gso_segs : 1; }
 
 /*

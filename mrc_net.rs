@@ -9,7 +9,7 @@
 //! paths on the way in, whatever its size. So packets move in batches:
 //!
 //! - **Send.** The data packets a connection builds for one path in one go
-//!   (up to [`TX_BATCH_SEGS`], [`TX_BATCH_BYTES`]) leave as one UDP GSO
+//!   (up to [`mrc_sys::TX_BATCH_SEGS`], [`mrc_sys::TX_BATCH_BYTES`]) leave as one UDP GSO
 //!   packet, each `gso_size` chunk a whole MRC packet with its own header
 //!   (module parameter `gso`). The stack or the device splits it where the
 //!   packet must go out as datagrams; a veth hands it on whole. As TCP and
@@ -17,7 +17,13 @@
 //!   software, after the qdisc, still saves the per-datagram trip above.
 //!   A connection sprays its packets over its paths in turn, and a
 //!   [`TxChain`] keeps a batch open for each of up to 8 paths at once, so
-//!   spraying happens at the granularity of these batches.
+//!   spraying happens at the granularity of these batches. Each packet is
+//!   written once, header and payload, straight into a page fragment
+//!   ([`mrc_sys::Frag`]) that the GSO packet takes as one of its fragments:
+//!   the payload is copied once, from the message, and a packet that leaves
+//!   alone costs its own size rather than a buffer sized for a batch (such
+//!   a packet used to hold 16 KiB for 1.4 KiB of payload, and a receiver
+//!   that kept it ran out of receive buffer long before its window closed).
 //! - **Receive.** Since v6.9, UDP splits every GSO packet bound for a socket
 //!   with an `encap_rcv` before it gets there (`udp_unexpected_gso()`), so
 //!   the tunnel socket has none. It is a plain kernel UDP socket that
@@ -80,9 +86,9 @@ use crate::mrc_path::PathConfig;
 use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
-    self, err, new_spinlock_bh, nl, EncapHandler, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily,
-    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock, SockRef, SpinLockBh,
-    TxChain, TxDest, UdpAddrs, UdpTunnel, TX_BATCH_BYTES, TX_BATCH_SEGS,
+    self, err, new_spinlock_bh, nl, EncapHandler, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr,
+    IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock, SockRef,
+    SpinLockBh, TxChain, TxDest, UdpAddrs, UdpTunnel,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -717,30 +723,53 @@ impl MrcNet {
         cfg
     }
 
-    /// Builds the datagram of the MRC packet `pkt` and queues it on `chain`
-    /// for [`Self::flush`]; `dest.tag` is the packet type's index. Callable
-    /// under a lock.
-    ///
-    /// Data packets of one size for the same path are sent as one UDP GSO
-    /// packet (module parameter `gso`): one pass through routing, the IP
-    /// output path and the device for up to [`TX_BATCH_SEGS`] packets.
+    /// Builds the datagram of the MRC control packet `pkt` and queues it on
+    /// `chain` for [`Self::flush`]; `dest.tag` is the packet type's index.
+    /// Callable under a lock.
     pub(crate) fn queue(&self, chain: &mut TxChain, dest: TxDest, pkt: &[u8]) {
-        let batch = dest.tag == PacketType::Data.index() as u8 && mrc_sys::param_gso();
-        if batch && chain.append(&dest, pkt) {
-            return;
-        }
-        if let Some(seg) = u16::try_from(pkt.len()).ok().filter(|_| batch) {
-            let room = (u32::from(seg) * u32::from(TX_BATCH_SEGS)).min(TX_BATCH_BYTES);
-            // Room for a batch is a larger allocation; without it the
-            // packet still goes, alone.
-            if let Ok(skb) = UdpTunnel::packet_with_room(pkt, room) {
-                chain.push_open(skb, dest, seg);
-                return;
-            }
-        }
         match UdpTunnel::packet(pkt) {
             Ok(skb) => chain.push(skb, dest),
             Err(_) => {
+                self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Queues a DATA packet of `len` bytes on `chain`, which `write` writes
+    /// in place into the packet's own memory (a page fragment): the payload
+    /// is copied once, from the message into the packet. `write` returns
+    /// whether it wrote a whole packet. Callable under a lock.
+    ///
+    /// Data packets of one size for the same path are sent as one UDP GSO
+    /// packet (module parameter `gso`): one pass through routing, the IP
+    /// output path and the device for up to [`mrc_sys::TX_BATCH_SEGS`] packets.
+    pub(crate) fn queue_data(
+        &self,
+        chain: &mut TxChain,
+        dest: TxDest,
+        len: usize,
+        write: impl FnOnce(&mut [u8]) -> bool,
+    ) {
+        let Ok(mut frag) = Frag::new(len) else {
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        if !write(frag.as_mut_slice()) {
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let seg = u16::try_from(len).ok().filter(|_| mrc_sys::param_gso());
+        let frag = match seg {
+            Some(_) => match chain.append(&dest, frag) {
+                Ok(()) => return,
+                Err(frag) => frag,
+            },
+            None => frag,
+        };
+        match (UdpTunnel::packet_of(frag), seg) {
+            (Ok(skb), Some(seg)) => chain.push_open(skb, dest, seg),
+            (Ok(skb), None) => chain.push(skb, dest),
+            (Err(_), _) => {
                 self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
             }
         }

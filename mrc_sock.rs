@@ -57,7 +57,7 @@ use crate::mrc_conn::{
 use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
-use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
+use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, HEADER_LEN, MAX_ENDPOINTS};
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, OptIn,
     OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
@@ -587,39 +587,42 @@ impl Session {
         }
     }
 
-    /// Builds what `poll_transmit` planned and queues it on `chain`.
+    /// Builds what `poll_transmit` planned and queues it on `chain`. A DATA
+    /// packet is written straight into the packet's memory: its header from
+    /// `txbuf`, its payload from the message.
     fn transmit(&mut self, net: &MrcNet, chain: &mut TxChain, tx: &Transmit, now: u64) {
-        let len = match tx.data {
-            None => tx.len,
-            Some(d) => {
-                if d.retransmit {
-                    net.count_retransmit();
-                }
-                let start = d.offset as usize;
-                let end = start.saturating_add(d.len as usize);
-                let payload = self
-                    .msgs
-                    .get((d.msg_id % MSG_QUEUE as u64) as usize)
-                    .and_then(|m| m.as_ref())
-                    .and_then(|m| m.get(start..end));
-                let Some(payload) = payload else {
-                    return;
-                };
-                match mrc_conn::finish_data(&mut self.txbuf, tx, payload) {
-                    Ok(len) => len,
-                    Err(_) => return,
-                }
-            }
+        let Some(p) = self.paths.get(tx.path).copied().flatten() else {
+            return;
         };
-        let addr = self.paths.get(tx.path).copied().flatten();
-        if let (Some(pkt), Some(p)) = (self.txbuf.get(..len), addr) {
-            net.queue(chain, p.dest(tx.kind.index() as u8), pkt);
+        let dest = p.dest(tx.kind.index() as u8);
+        let Some(d) = tx.data else {
+            if let Some(pkt) = self.txbuf.get(..tx.len) {
+                net.queue(chain, dest, pkt);
+            }
             if tx.kind == PacketType::Probe {
                 if let Some(Some(peer)) = self.peers.get(tx.path) {
                     peer.probed(now);
                 }
             }
+            return;
+        };
+        if d.retransmit {
+            net.count_retransmit();
         }
+        let start = d.offset as usize;
+        let end = start.saturating_add(d.len as usize);
+        let payload = self
+            .msgs
+            .get((d.msg_id % MSG_QUEUE as u64) as usize)
+            .and_then(|m| m.as_ref())
+            .and_then(|m| m.get(start..end));
+        let Some(payload) = payload else {
+            return;
+        };
+        let header = &self.txbuf;
+        net.queue_data(chain, dest, HEADER_LEN + payload.len(), |out| {
+            mrc_conn::emit_data(out, header, tx, payload).is_ok()
+        });
     }
 
     /// Sends a netlink event for every path added or removed since the

@@ -691,6 +691,55 @@ pub(crate) struct TxChain {
     open: [Option<OpenBatch>; TX_OPEN_BATCHES],
 }
 
+/// The memory of one packet being built, `len` bytes from the per-CPU page
+/// fragment cache: written in place, then given to a packet as a page
+/// fragment ([`UdpTunnel::packet_of`], [`TxChain::append`]), so its bytes
+/// are written once and never copied again on the way out, and a packet is
+/// charged what it holds rather than a buffer sized for a batch.
+///
+/// # Invariants
+///
+/// `ptr` points to `len` bytes from `mrc_frag_alloc` that nothing else uses.
+pub(crate) struct Frag {
+    ptr: NonNull<u8>,
+    len: u32,
+}
+
+// SAFETY: the fragment is plain memory owned by `self`; it may be freed from
+// any context but hardirq.
+unsafe impl Send for Frag {}
+
+impl Frag {
+    /// Takes `len` bytes (at least 1) for a packet; `ENOMEM` if memory is
+    /// short. Callable in atomic context.
+    pub(crate) fn new(len: usize) -> Result<Frag> {
+        let len = u32::try_from(len)
+            .ok()
+            .filter(|l| (1..=u32::from(u16::MAX)).contains(l))
+            .ok_or(EINVAL)?;
+        // SAFETY: `mrc_frag_alloc` may be called in any context but hardirq,
+        // which never builds packets.
+        let ptr = unsafe { bindings::mrc_frag_alloc(len) };
+        let ptr = NonNull::new(ptr.cast::<u8>()).ok_or(ENOMEM)?;
+        Ok(Frag { ptr, len })
+    }
+
+    /// The fragment's bytes, to write the packet into.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `ptr` points to `len` bytes that only `self` uses (type
+        // invariant); they are borrowed mutably with `self`.
+        unsafe { core::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len as usize) }
+    }
+}
+
+impl Drop for Frag {
+    fn drop(&mut self) {
+        // SAFETY: the memory came from `mrc_frag_alloc` and is still ours
+        // (type invariant): handing it to a packet forgets `self`.
+        unsafe { bindings::mrc_frag_free(self.ptr.as_ptr().cast()) };
+    }
+}
+
 /// Destinations a [`TxChain`] keeps a batch open for at once: a connection
 /// sprays its data over its paths in turn.
 const TX_OPEN_BATCHES: usize = 8;
@@ -777,49 +826,50 @@ impl TxChain {
         }
     }
 
-    /// Appends `payload` to the open packet for `dest`'s path, if there is
-    /// one whose payloads have the same size (or are larger, for a last
-    /// short one), with room for it. The packet then goes out as one UDP
-    /// GSO packet of its payloads. Returns whether `payload` was taken.
-    pub(crate) fn append(&mut self, dest: &TxDest, payload: &[u8]) -> bool {
+    /// Appends `frag`, one payload, to the open packet for `dest`'s path, if
+    /// there is one whose payloads have the same size (or are larger, for a
+    /// last short one) and that has room for it. The packet then goes out as
+    /// one UDP GSO packet of its payloads. Gives `frag` back if it was not
+    /// taken.
+    pub(crate) fn append(&mut self, dest: &TxDest, frag: Frag) -> Result<(), Frag> {
         let Some(slot) = self
             .open
             .iter_mut()
             .find(|o| o.as_ref().is_some_and(|b| b.dest.same_path(dest)))
         else {
-            return false;
+            return Err(frag);
         };
         let Some(b) = slot.as_mut() else {
-            return false;
+            return Err(frag);
         };
-        let skb = b.skb.as_ptr();
-        // SAFETY: an open batch is a packet of the chain, which we own
-        // (type invariant).
-        let room = unsafe { bindings::mrc_skb_tailroom(skb) };
-        let len = match u32::try_from(payload.len()) {
-            Ok(len) if len > 0 && len <= u32::from(b.seg) && len <= room => len,
-            _ => {
-                *slot = None;
-                return false;
-            }
-        };
-        if b.segs >= TX_BATCH_SEGS || b.bytes.saturating_add(len) > TX_BATCH_BYTES {
+        let len = frag.len;
+        if len == 0
+            || len > u32::from(b.seg)
+            || b.segs >= TX_BATCH_SEGS
+            || b.bytes.saturating_add(len) > TX_BATCH_BYTES
+        {
             *slot = None;
-            return false;
+            return Err(frag);
         }
+        let skb = b.skb.as_ptr();
+        let data = frag.ptr.as_ptr();
+        // SAFETY: an open batch is a packet of the chain, which we own (type
+        // invariant); `data` is `len` bytes from `mrc_frag_alloc`, which the
+        // packet takes over if it has a free fragment slot.
+        if !unsafe { bindings::mrc_skb_add_frag(skb, data.cast(), len) } {
+            *slot = None;
+            return Err(frag);
+        }
+        core::mem::forget(frag);
         b.segs += 1;
         b.bytes += len;
-        // SAFETY: the packet is ours and has `len` bytes of tailroom; its
-        // payloads are `seg` bytes each but for this last one, which may be
-        // shorter.
-        unsafe {
-            bindings::mrc_skb_put_data(skb, payload.as_ptr().cast(), len);
-            bindings::mrc_skb_set_udp_gso(skb, b.seg, b.segs);
-        }
+        // SAFETY: the packet is ours; its payloads are `seg` bytes each but
+        // for this last one, which may be shorter.
+        unsafe { bindings::mrc_skb_set_udp_gso(skb, b.seg, b.segs) };
         if len < u32::from(b.seg) {
             *slot = None;
         }
-        true
+        Ok(())
     }
 
     /// Closes the open batch for `dest`'s path, if any.
@@ -999,18 +1049,12 @@ impl UdpTunnel {
     /// Builds the datagram that carries `payload`, with room in front for
     /// the UDP, IP and link headers. Callable in atomic context.
     pub(crate) fn packet(payload: &[u8]) -> Result<SkBuff> {
-        Self::packet_with_room(payload, 0)
-    }
-
-    /// Like [`Self::packet`], with room for at least `room` bytes of
-    /// payload in all, for more to be appended.
-    pub(crate) fn packet_with_room(payload: &[u8], room: u32) -> Result<SkBuff> {
         let len = u32::try_from(payload.len()).map_err(|_| err::message_too_long())?;
         let headroom: u32 = bindings::MRC_TX_HEADROOM;
         // SAFETY: `__alloc_skb` may be called in atomic context with GFP_ATOMIC.
         let skb = unsafe {
             bindings::__alloc_skb(
-                headroom.saturating_add(len.max(room)),
+                headroom.saturating_add(len),
                 kernel::bindings::GFP_ATOMIC,
                 0,
                 bindings::NUMA_NO_NODE,
@@ -1022,6 +1066,21 @@ impl UdpTunnel {
             bindings::mrc_skb_reserve(skb.0.as_ptr(), headroom as c_int);
             bindings::mrc_skb_put_data(skb.0.as_ptr(), payload.as_ptr().cast(), len);
         }
+        Ok(skb)
+    }
+
+    /// Builds the datagram whose payload is `frag`, with room in front for
+    /// the UDP, IP and link headers. Callable in atomic context.
+    pub(crate) fn packet_of(frag: Frag) -> Result<SkBuff> {
+        let skb = Self::packet(&[])?;
+        // SAFETY: the new skb is ours and has no fragments yet; `frag` is
+        // memory from `mrc_frag_alloc`, which the packet takes over.
+        if !unsafe {
+            bindings::mrc_skb_add_frag(skb.0.as_ptr(), frag.ptr.as_ptr().cast(), frag.len)
+        } {
+            return Err(ENOMEM);
+        }
+        core::mem::forget(frag);
         Ok(skb)
     }
 

@@ -88,7 +88,12 @@ fn drain_tx(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
                 let payload: Vec<u8> = (0..u64::from(d.len))
                     .map(|i| payload_byte(d.msg_id, u64::from(d.offset) + i))
                     .collect();
-                mrc_conn::finish_data(&mut buf, &tx, &payload).unwrap()
+                // The glue writes the packet straight into its own memory: the same bytes.
+                let mut direct = vec![0u8; HEADER_LEN + payload.len()];
+                mrc_conn::emit_data(&mut direct, &buf, &tx, &payload).unwrap();
+                let len = mrc_conn::finish_data(&mut buf, &tx, &payload).unwrap();
+                assert_eq!(direct, buf[..len], "emit_data and finish_data differ");
+                len
             }
         };
         assert_eq!(len, tx.len);
@@ -3376,4 +3381,27 @@ fn send_error_fails_the_path_at_once_and_resends_its_data_elsewhere() {
     assert_eq!(delivered.len(), 16, "{:?}", client.stats());
     assert!(on1.iter().all(|s| resent.contains(s)), "{on1:?} {resent:?}");
     assert_eq!(client.stats().rto_losses, 0);
+}
+
+#[test]
+fn emit_data_needs_a_buffer_of_the_packets_length() {
+    let (mut client, _server) = established();
+    client.send_message(100).unwrap();
+    let mut buf = vec![0u8; 2048];
+    let tx = client.poll_transmit(0, &mut buf).unwrap();
+    assert!(tx.data.is_some());
+    let payload = [7u8; 100];
+    for len in [HEADER_LEN + 99, HEADER_LEN + 101, 0] {
+        let mut out = vec![0u8; len];
+        assert!(
+            mrc_conn::emit_data(&mut out, &buf, &tx, &payload).is_err(),
+            "length {len}"
+        );
+    }
+    let mut out = vec![0u8; HEADER_LEN + 100];
+    mrc_conn::emit_data(&mut out, &buf, &tx, &payload).unwrap();
+    let pkt = mrc_proto::decode(&out).unwrap();
+    assert_eq!(pkt.body, mrc_proto::Body::Data(&payload[..]));
+    // A payload of another length than planned is refused too.
+    assert!(mrc_conn::emit_data(&mut out, &buf, &tx, &[7u8; 100][..99]).is_err());
 }
