@@ -36,15 +36,35 @@ ip netns exec "$cli" "$perf_bin" client --proto "$proto" --addr 10.81.0.2 --port
 	--duration $((secs + 3)) --msg-size 16384 --json >/tmp/client.json 2>&1 &
 client=$!
 sleep 1.5
+if [ "$proto" = mrc ]; then
+	# The sending connection at the start and at the end of the samples.
+	ip netns exec "$cli" "${perf_bin%/*}/mrc-status" show >/tmp/status-0.txt 2>&1 || true
+fi
 perf record -q -e cpu-clock -F 2000 -a -g -o "$data" -- sleep "$secs" 2>/dev/null
+if [ "$proto" = mrc ]; then
+	ip netns exec "$cli" "${perf_bin%/*}/mrc-status" show >/tmp/status-1.txt 2>&1 || true
+fi
 wait "$client" || echo "the client failed: $(tail -n 2 /tmp/client.json)"
 echo "goodput of the whole transfer (perf ran for part of it):" \
 	"$(grep -o '"goodput_mbps":[0-9.]*' /tmp/client.json | head -n 1 | cut -d: -f2) Mbit/s"
+if [ "$proto" = mrc ]; then
+	echo "== /proc/net/mrc of the receiving namespace, then the sending one"
+	ip netns exec "$srv" cat /proc/net/mrc
+	ip netns exec "$cli" cat /proc/net/mrc
+	echo "== the sending connection (mrc-status show) when sampling began, then when it ended"
+	cat /tmp/status-0.txt /tmp/status-1.txt
+fi
 
 # perf resolves the kernel's symbols but not the module's: those are
 # replaced by the nearest [mrc] symbol of /proc/kallsyms at or below them.
 grep '\[mrc\]' /proc/kallsyms | sort >/tmp/mrc.syms || true
 resolve() {
+	# Nothing to resolve without the module (and awk's two-file idiom
+	# needs a non-empty first file).
+	if [ ! -s /tmp/mrc.syms ]; then
+		cat
+		return
+	fi
 	awk 'NR == FNR { a[NR] = $1; s[NR] = $3; n = NR; next }
 	{
 		line = $0
@@ -66,6 +86,9 @@ resolve() {
 echo "== hottest symbols (self time, share of all CPU samples), with callers"
 perf report -i "$data" --no-children --sort sym --stdio -g caller,0.5,callee --percent-limit 0.5 2>/dev/null |
 	grep -v '^#' | grep -v '^$' | resolve | head -n 150 || true
+echo "== kernel and user symbols (self time, share of all CPU samples, no callers)"
+perf report -i "$data" --no-children --sort dso,sym --stdio -g none --percent-limit 0.3 2>/dev/null |
+	grep "%" | resolve | head -n 45 || true
 echo "== module functions (self time, share of the busy CPU samples: all but the idle loop)"
 # Each sample's own address, matched to the [mrc] symbol at or below it.
 perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
@@ -84,5 +107,9 @@ perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
 	sort -rn | head -n 30 || true
 echo "== by thread (softirq work counts for the thread it interrupted)"
 perf report -i "$data" --no-children --sort pid,dso --stdio -g none 2>/dev/null | grep "%" | head -n 16 || true
+echo "== by CPU"
+perf report -i "$data" --no-children --sort cpu --stdio -g none 2>/dev/null | grep "%" | head -n 8 || true
+echo "== by CPU and thread"
+perf report -i "$data" --no-children --sort cpu,pid --stdio -g none 2>/dev/null | grep "%" | head -n 12 || true
 echo "== by object"
 perf report -i "$data" --no-children --sort dso --stdio -g none 2>/dev/null | grep "%" | head -n 12 || true
