@@ -1037,25 +1037,29 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
     Ok(total)
 }
 
-/// Writes a DATA packet planned by [`Conn::poll_transmit`] into `out`, which must be exactly
-/// as long as the packet: the header [`Conn::poll_transmit`] wrote at the front of `planned`,
-/// then `payload`, sealed. The glue's way to write a packet straight into its own memory.
-pub fn emit_data(
-    out: &mut [u8],
+/// Writes the header of a DATA packet planned by [`Conn::poll_transmit`] into `head`, exactly
+/// [`HEADER_LEN`] bytes, sealed for a payload that lies elsewhere (the glue's packets take
+/// the message's memory as it is): `planned` is the buffer `poll_transmit` wrote the header
+/// into, and `payload_crc(crc)` returns [`mrc_proto::crc32c`]`(crc, payload)` over the
+/// `data.len` bytes the [`Transmit`] names.
+pub fn emit_data_head(
+    head: &mut [u8],
     planned: &[u8],
     tx: &Transmit,
-    payload: &[u8],
+    payload_crc: impl FnOnce(u32) -> u32,
 ) -> Result<(), EncodeError> {
+    let data = tx.data.ok_or(EncodeError::LengthMismatch)?;
     let header = planned
         .get(..HEADER_LEN)
         .ok_or(EncodeError::BufferTooSmall)?;
-    if HEADER_LEN.checked_add(payload.len()) != Some(out.len()) {
+    if head.len() != HEADER_LEN {
         return Err(EncodeError::LengthMismatch);
     }
-    out.get_mut(..HEADER_LEN)
-        .ok_or(EncodeError::BufferTooSmall)?
-        .copy_from_slice(header);
-    finish_data(out, tx, payload).map(|_| ())
+    head.copy_from_slice(header);
+    if mrc_proto::peek_header(head).map(|h| h.payload_len) != Ok(data.len) {
+        return Err(EncodeError::LengthMismatch);
+    }
+    mrc_proto::seal_head(head, payload_crc)
 }
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.

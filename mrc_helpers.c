@@ -24,6 +24,8 @@
 #include <linux/poll.h>
 #include <linux/sockptr.h>
 #include <linux/uaccess.h>
+#include <linux/crc32c.h>
+#include <linux/highmem.h>
 
 #include "include/uapi/linux/mrc.h"
 #include "include/mrc_helpers.h"
@@ -183,6 +185,76 @@ void *mrc_frag_alloc(unsigned int len) { return netdev_alloc_frag(len); }
 void mrc_frag_free(void *data) { skb_free_frag(data); }
 
 /*
+ * Copies up to @len bytes of @msg's data into the page fragment the socket
+ * writes through (the sending task's, sk_page_frag(), as TCP's sendmsg
+ * copies a stream), taking a page reference for the piece: sets @page and
+ * @off to where it lies. Returns the bytes copied (up to the fragment's
+ * end: call again for the rest) or a negative errno. Process context.
+ */
+int mrc_msg_copy_piece(struct sock *sk, struct msghdr *msg, unsigned int len,
+		       struct page **page, unsigned int *off)
+{
+	struct page_frag *pfrag = sk_page_frag(sk);
+	unsigned int n;
+
+	if (!skb_page_frag_refill(32U, pfrag, sk->sk_allocation))
+		return -ENOMEM;
+	n = min_t(unsigned int, len, pfrag->size - pfrag->offset);
+	if (copy_page_from_iter(pfrag->page, pfrag->offset, n, &msg->msg_iter) != n)
+		return -EFAULT;
+	get_page(pfrag->page);
+	*page = pfrag->page;
+	*off = pfrag->offset;
+	pfrag->offset += n;
+	return n;
+}
+
+void mrc_put_page(struct page *page) { put_page(page); }
+
+/*
+ * Continues the raw CRC32C @crc over @len bytes of @page (possibly
+ * compound) from @off.
+ */
+u32 mrc_page_crc32c(u32 crc, struct page *page, unsigned int off, unsigned int len)
+{
+	page += off / PAGE_SIZE;
+	off %= PAGE_SIZE;
+	while (len) {
+		unsigned int n = min_t(unsigned int, len, PAGE_SIZE - off);
+		void *va = kmap_local_page(page);
+
+		crc = crc32c(crc, va + off, n);
+		kunmap_local(va);
+		len -= n;
+		off = 0;
+		page++;
+	}
+	return crc;
+}
+
+/*
+ * Appends @len bytes of @page from @off to @skb as its next fragment,
+ * taking a page reference for it. False if @skb has no free slot.
+ */
+bool mrc_skb_add_page(struct sk_buff *skb, struct page *page, unsigned int off,
+		      unsigned int len)
+{
+	int i = skb_shinfo(skb)->nr_frags;
+
+	if (i >= MAX_SKB_FRAGS)
+		return false;
+	get_page(page);
+	skb_add_rx_frag(skb, i, page, off, len, len);
+	return true;
+}
+
+/* Free fragment slots of @skb. */
+unsigned int mrc_skb_free_frags(const struct sk_buff *skb)
+{
+	return MAX_SKB_FRAGS - skb_shinfo(skb)->nr_frags;
+}
+
+/*
  * Appends @data, @len bytes from mrc_frag_alloc(), to @skb as its next page
  * fragment; @skb then owns the memory and is charged what the cache gave
  * out. False, and @data still the caller's, if @skb has no free slot.
@@ -278,7 +350,6 @@ void mrc_skb_clean(struct sk_buff *skb) { skb_orphan(skb); skb_dst_drop(skb); nf
 struct sk_buff *mrc_skb_peek(struct sk_buff_head *q) { return skb_peek(q); }
 u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockless(q); }
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
-int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len) { return memcpy_from_msg(data, msg, len); }
 void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
 void mrc_skb_list_init(struct sk_buff_head *list) { __skb_queue_head_init(list); }
 void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb) { __skb_queue_tail(list, skb); }

@@ -53,7 +53,7 @@ fn send_message(
         .ok()
         .filter(|l| *l <= MRC_MAX_MSG)
         .ok_or_else(err::message_too_long)?;
-    let mut buf = Some(msg.copy_in_new(len)?);
+    let mut buf = Some(msg.copy_in(sk, len)?);
     let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
     let mut result: Result<i32> = Err(EAGAIN);
     let waited = guard.wait(&mut timeo, || {
@@ -103,7 +103,7 @@ fn send_stream(
             (Err(e), _) | (Ok(()), Err(e)) => return partial(sent, e),
             (Ok(()), Ok(_)) => return partial(sent, EAGAIN),
         };
-        let mut buf = match msg.copy_in_new(n as usize) {
+        let mut buf = match msg.copy_in(sk, n as usize) {
             Ok(b) => Some(b),
             Err(e) => return partial(sent, e),
         };

@@ -17,13 +17,16 @@
 //!   software, after the qdisc, still saves the per-datagram trip above.
 //!   A connection sprays its packets over its paths in turn, and a
 //!   [`TxChain`] keeps a batch open for each of up to 8 paths at once, so
-//!   spraying happens at the granularity of these batches. Each packet is
-//!   written once, header and payload, straight into a page fragment
-//!   ([`mrc_sys::Frag`]) that the GSO packet takes as one of its fragments:
-//!   the payload is copied once, from the message, and a packet that leaves
-//!   alone costs its own size rather than a buffer sized for a batch (such
-//!   a packet used to hold 16 KiB for 1.4 KiB of payload, and a receiver
-//!   that kept it ran out of receive buffer long before its window closed).
+//!   spraying happens at the granularity of these batches. A message's
+//!   bytes are copied once, from the user into page fragments
+//!   ([`mrc_sys::MsgBuf`], as TCP keeps a stream's bytes); a packet is its
+//!   header, written and sealed in a small fragment of its own
+//!   ([`mrc_sys::Frag`]), and page references to the payload's bytes in the
+//!   message. Nothing is copied on the way out, retransmissions included,
+//!   and a packet costs its own size: no buffer sized for a batch (a packet
+//!   that left alone in one used to hold 16 KiB for 1.4 KiB of payload,
+//!   and a receiver that kept it ran out of receive buffer long before its
+//!   window closed).
 //! - **Receive.** Since v6.9, UDP splits every GSO packet bound for a socket
 //!   with an `encap_rcv` before it gets there (`udp_unexpected_gso()`), so
 //!   the tunnel socket has none. It is a plain kernel UDP socket that
@@ -87,8 +90,8 @@ use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr,
-    IpFamily, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock, SockRef,
-    SpinLockBh, TxChain, TxDest, UdpAddrs, UdpTunnel,
+    IpFamily, MsgBuf, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock,
+    SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs, UdpTunnel,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -735,38 +738,44 @@ impl MrcNet {
         }
     }
 
-    /// Queues a DATA packet of `len` bytes on `chain`, which `write` writes
-    /// in place into the packet's own memory (a page fragment): the payload
-    /// is copied once, from the message into the packet. `write` returns
-    /// whether it wrote a whole packet. Callable under a lock.
+    /// Queues on `chain` the DATA packet whose payload is bytes
+    /// `off..off + len` of `msg`; `write_head` writes and seals its header
+    /// into the [`HEADER_LEN`] bytes it is given and returns whether it did.
+    /// The packet takes the message's memory as it is, with a page
+    /// reference: its payload is not copied. Callable under a lock.
     ///
     /// Data packets of one size for the same path are sent as one UDP GSO
     /// packet (module parameter `gso`): one pass through routing, the IP
-    /// output path and the device for up to [`mrc_sys::TX_BATCH_SEGS`] packets.
+    /// output path and the device for up to [`mrc_sys::TX_BATCH_SEGS`]
+    /// packets.
     pub(crate) fn queue_data(
         &self,
         chain: &mut TxChain,
         dest: TxDest,
-        len: usize,
-        write: impl FnOnce(&mut [u8]) -> bool,
+        msg: &MsgBuf,
+        off: u32,
+        len: u32,
+        write_head: impl FnOnce(&mut [u8]) -> bool,
     ) {
-        let Ok(mut frag) = Frag::new(len) else {
+        let Ok(mut head) = Frag::new(HEADER_LEN) else {
             self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        if !write(frag.as_mut_slice()) {
+        if !write_head(head.as_mut_slice()) {
             self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        let seg = u16::try_from(len).ok().filter(|_| mrc_sys::param_gso());
-        let frag = match seg {
-            Some(_) => match chain.append(&dest, frag) {
+        let seg = u16::try_from(HEADER_LEN as u32 + len)
+            .ok()
+            .filter(|_| mrc_sys::param_gso());
+        let head = match seg {
+            Some(_) => match chain.append(&dest, head, msg, off, len) {
                 Ok(()) => return,
-                Err(frag) => frag,
+                Err(head) => head,
             },
-            None => frag,
+            None => head,
         };
-        match (UdpTunnel::packet_of(frag), seg) {
+        match (UdpTunnel::packet_of(head, msg, off, len), seg) {
             (Ok(skb), Some(seg)) => chain.push_open(skb, dest, seg),
             (Ok(skb), None) => chain.push(skb, dest),
             (Err(_), _) => {

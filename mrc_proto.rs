@@ -1328,11 +1328,33 @@ pub fn seal(packet: &mut [u8]) -> Result<(), EncodeError> {
 /// The checksum field itself is read as zero. Returns `None` if `buf` is shorter than the
 /// header.
 pub fn packet_checksum(buf: &[u8]) -> Option<u32> {
-    let head = buf.get(..CHECKSUM_OFFSET)?;
     let payload = buf.get(HEADER_LEN..)?;
-    let crc = crc32c(0, head);
-    let crc = crc32c(crc, &[0u8; HEADER_LEN - CHECKSUM_OFFSET]);
-    Some(crc32c(crc, payload))
+    Some(crc32c(header_checksum(buf)?, payload))
+}
+
+/// Returns the [`crc32c`] of a datagram's fixed header, the checksum field read as zero: the
+/// start of [`packet_checksum`], for the payload's bytes to continue wherever they lie. `None`
+/// if `head` is shorter than the header.
+pub fn header_checksum(head: &[u8]) -> Option<u32> {
+    let before = head.get(..CHECKSUM_OFFSET)?;
+    head.get(..HEADER_LEN)?;
+    Some(crc32c(
+        crc32c(0, before),
+        &[0u8; HEADER_LEN - CHECKSUM_OFFSET],
+    ))
+}
+
+/// Seals a datagram whose payload is not behind its header in memory: `head` is the fixed
+/// header ([`HEADER_LEN`] bytes) and `payload_crc(crc)` returns [`crc32c`]`(crc, payload)`
+/// over the `payload_len` bytes the header names, wherever they lie. The checksum is the one
+/// [`seal`] writes for the same bytes in one buffer.
+pub fn seal_head(head: &mut [u8], payload_crc: impl FnOnce(u32) -> u32) -> Result<(), EncodeError> {
+    peek_header(head).map_err(|_| EncodeError::LengthMismatch)?;
+    let crc = payload_crc(header_checksum(head).ok_or(EncodeError::LengthMismatch)?);
+    head.get_mut(CHECKSUM_OFFSET..HEADER_LEN)
+        .ok_or(EncodeError::LengthMismatch)?
+        .copy_from_slice(&crc.to_be_bytes());
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------------

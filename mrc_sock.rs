@@ -57,10 +57,11 @@ use crate::mrc_conn::{
 use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
-use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, HEADER_LEN, MAX_ENDPOINTS};
+use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr, OptIn,
-    OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr,
+    MsgBuf, OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest,
+    UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -157,7 +158,7 @@ struct Locals {
 struct Session {
     conn: Conn,
     /// Sent messages not yet acknowledged, by id modulo [`MSG_QUEUE`].
-    msgs: [Option<KVVec<u8>>; MSG_QUEUE],
+    msgs: [Option<MsgBuf>; MSG_QUEUE],
     /// Id of the oldest message still in `msgs`.
     freed: u64,
     /// Received DATA payloads not yet part of a complete message, by
@@ -371,7 +372,7 @@ impl Session {
         unsafe {
             let conn = &mut *core::ptr::addr_of_mut!((*p).conn).cast::<MaybeUninit<Conn>>();
             Conn::init_in_place(conn, cfg);
-            let msgs = core::ptr::addr_of_mut!((*p).msgs).cast::<Option<KVVec<u8>>>();
+            let msgs = core::ptr::addr_of_mut!((*p).msgs).cast::<Option<MsgBuf>>();
             for i in 0..MSG_QUEUE {
                 msgs.add(i).write(None);
             }
@@ -609,19 +610,17 @@ impl Session {
         if d.retransmit {
             net.count_retransmit();
         }
-        let start = d.offset as usize;
-        let end = start.saturating_add(d.len as usize);
-        let payload = self
+        let Some(msg) = self
             .msgs
             .get((d.msg_id % MSG_QUEUE as u64) as usize)
             .and_then(|m| m.as_ref())
-            .and_then(|m| m.get(start..end));
-        let Some(payload) = payload else {
+        else {
             return;
         };
-        let header = &self.txbuf;
-        net.queue_data(chain, dest, HEADER_LEN + payload.len(), |out| {
-            mrc_conn::emit_data(out, header, tx, payload).is_ok()
+        let planned = &self.txbuf;
+        net.queue_data(chain, dest, msg, d.offset, d.len, |head| {
+            mrc_conn::emit_data_head(head, planned, tx, |crc| msg.crc32c(crc, d.offset, d.len))
+                .is_ok()
         });
     }
 
@@ -1615,7 +1614,7 @@ pub(crate) fn send_ready(sk: &Sock, flags: i32) -> Result {
 
 /// Queues `buf`, `len` bytes, as one message of the connection; `EAGAIN`
 /// (and `buf` kept) when the send buffer has no room for it now.
-pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<KVVec<u8>>, len: u32) -> Result<i32> {
+pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<MsgBuf>, len: u32) -> Result<i32> {
     with_conn(sk, |inner, _| {
         let Some(s) = inner.sess.as_deref_mut() else {
             return Err(err::not_connected());

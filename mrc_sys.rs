@@ -691,11 +691,10 @@ pub(crate) struct TxChain {
     open: [Option<OpenBatch>; TX_OPEN_BATCHES],
 }
 
-/// The memory of one packet being built, `len` bytes from the per-CPU page
-/// fragment cache: written in place, then given to a packet as a page
-/// fragment ([`UdpTunnel::packet_of`], [`TxChain::append`]), so its bytes
-/// are written once and never copied again on the way out, and a packet is
-/// charged what it holds rather than a buffer sized for a batch.
+/// Bytes a packet is built from that are written for it (its MRC header):
+/// `len` bytes from the per-CPU page fragment cache, written in place, then
+/// given to the packet as a page fragment ([`attach`]), so they are never
+/// copied again and the packet is charged what it holds.
 ///
 /// # Invariants
 ///
@@ -738,6 +737,128 @@ impl Drop for Frag {
         // (type invariant): handing it to a packet forgets `self`.
         unsafe { bindings::mrc_frag_free(self.ptr.as_ptr().cast()) };
     }
+}
+
+/// `len` bytes of a message in `page` (possibly compound) from `off`; the
+/// piece's bytes are the message's from `at` on.
+#[derive(Clone, Copy)]
+struct Piece {
+    page: NonNull<bindings::page>,
+    off: u32,
+    len: u32,
+    at: u32,
+}
+
+/// A message's bytes, copied once from the user into the page fragments
+/// the socket writes through (`sk_page_frag()`, as TCP keeps a stream's
+/// bytes). Packets take page references to the pieces they carry rather
+/// than copies ([`TxChain::append`], [`UdpTunnel::packet_of`]), so the
+/// bytes are not copied again on the way out, retransmissions included,
+/// and a message costs no allocation of its size.
+///
+/// # Invariants
+///
+/// Each piece holds a reference to its page, and names bytes of it that
+/// nothing writes once copied; the pieces follow each other (`at` of each
+/// is the sum of the lengths before it), their lengths summing to `len`.
+pub(crate) struct MsgBuf {
+    pieces: KVVec<Piece>,
+    len: u32,
+}
+
+// SAFETY: the pages are reference counted and their bytes never written
+// again; the references may be dropped from any context.
+unsafe impl Send for MsgBuf {}
+
+impl MsgBuf {
+    /// The pieces holding bytes `off..off + len`, each cut to that range;
+    /// nothing if the range is not in the message.
+    fn range(&self, off: u32, len: u32) -> impl Iterator<Item = Piece> + '_ {
+        let end = off.checked_add(len).filter(|e| *e <= self.len && len > 0);
+        let first = self
+            .pieces
+            .partition_point(|p| p.at.saturating_add(p.len) <= off);
+        self.pieces
+            .get(first..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(move |p| end.is_some_and(|e| p.at < e))
+            .map(move |p| {
+                let from = off.max(p.at);
+                let to = end.unwrap_or(0).min(p.at + p.len);
+                Piece {
+                    page: p.page,
+                    off: p.off + (from - p.at),
+                    len: to - from,
+                    at: from,
+                }
+            })
+    }
+
+    /// Whether bytes `off..off + len` are in the message.
+    pub(crate) fn holds(&self, off: u32, len: u32) -> bool {
+        off.checked_add(len).is_some_and(|e| e <= self.len)
+    }
+
+    /// [`crate::mrc_proto::crc32c`]`(crc, bytes)` of bytes `off..off + len`,
+    /// which must be in the message.
+    pub(crate) fn crc32c(&self, crc: u32, off: u32, len: u32) -> u32 {
+        let mut raw = !crc;
+        for p in self.range(off, len) {
+            // SAFETY: the piece's page is referenced by `self` (type
+            // invariant) and holds `p.len` bytes from `p.off`.
+            raw = unsafe { bindings::mrc_page_crc32c(raw, p.page.as_ptr(), p.off, p.len) };
+        }
+        !raw
+    }
+}
+
+impl Drop for MsgBuf {
+    fn drop(&mut self) {
+        for p in self.pieces.iter() {
+            // SAFETY: each piece holds a page reference (type invariant),
+            // given back once here.
+            unsafe { bindings::mrc_put_page(p.page.as_ptr()) };
+        }
+    }
+}
+
+/// Appends to `skb` the packet whose header is `head` and whose payload is
+/// bytes `off..off + len` of `msg`, as page fragments; gives `head` back,
+/// and leaves `skb` as it was, if `skb` has too few free fragment slots.
+///
+/// # Safety
+///
+/// `skb` must be a valid packet that the caller owns and that nothing else
+/// uses.
+unsafe fn attach(
+    skb: *mut bindings::sk_buff,
+    head: Frag,
+    msg: &MsgBuf,
+    off: u32,
+    len: u32,
+) -> Result<(), Frag> {
+    if !msg.holds(off, len) {
+        return Err(head);
+    }
+    let pieces = msg.range(off, len).count();
+    // SAFETY: `skb` is valid (caller).
+    if (unsafe { bindings::mrc_skb_free_frags(skb) } as usize) < pieces + 1 {
+        return Err(head);
+    }
+    // SAFETY: `skb` is ours (caller) and has a free slot; `head` is memory
+    // from `mrc_frag_alloc`, which the packet takes over.
+    if !unsafe { bindings::mrc_skb_add_frag(skb, head.ptr.as_ptr().cast(), head.len) } {
+        return Err(head);
+    }
+    core::mem::forget(head);
+    for p in msg.range(off, len) {
+        // SAFETY: `skb` is ours with a slot for each piece (checked above);
+        // the piece's page is referenced by `msg`, and the packet takes a
+        // reference of its own. Its bytes are never written again.
+        unsafe { bindings::mrc_skb_add_page(skb, p.page.as_ptr(), p.off, p.len) };
+    }
+    Ok(())
 }
 
 /// Destinations a [`TxChain`] keeps a batch open for at once: a connection
@@ -826,47 +947,50 @@ impl TxChain {
         }
     }
 
-    /// Appends `frag`, one payload, to the open packet for `dest`'s path, if
-    /// there is one whose payloads have the same size (or are larger, for a
-    /// last short one) and that has room for it. The packet then goes out as
-    /// one UDP GSO packet of its payloads. Gives `frag` back if it was not
-    /// taken.
-    pub(crate) fn append(&mut self, dest: &TxDest, frag: Frag) -> Result<(), Frag> {
+    /// Appends the packet of header `head` and payload `off..off + len` of
+    /// `msg` to the open packet for `dest`'s path, if there is one whose
+    /// packets have the same size (or are larger, for a last short one) and
+    /// that has room for it. The packet then goes out as one UDP GSO packet
+    /// of its packets. Gives `head` back if the packet was not taken.
+    pub(crate) fn append(
+        &mut self,
+        dest: &TxDest,
+        head: Frag,
+        msg: &MsgBuf,
+        off: u32,
+        len: u32,
+    ) -> Result<(), Frag> {
         let Some(slot) = self
             .open
             .iter_mut()
             .find(|o| o.as_ref().is_some_and(|b| b.dest.same_path(dest)))
         else {
-            return Err(frag);
+            return Err(head);
         };
         let Some(b) = slot.as_mut() else {
-            return Err(frag);
+            return Err(head);
         };
-        let len = frag.len;
-        if len == 0
-            || len > u32::from(b.seg)
+        let size = head.len.saturating_add(len);
+        if size > u32::from(b.seg)
             || b.segs >= TX_BATCH_SEGS
-            || b.bytes.saturating_add(len) > TX_BATCH_BYTES
+            || b.bytes.saturating_add(size) > TX_BATCH_BYTES
         {
             *slot = None;
-            return Err(frag);
+            return Err(head);
         }
         let skb = b.skb.as_ptr();
-        let data = frag.ptr.as_ptr();
         // SAFETY: an open batch is a packet of the chain, which we own (type
-        // invariant); `data` is `len` bytes from `mrc_frag_alloc`, which the
-        // packet takes over if it has a free fragment slot.
-        if !unsafe { bindings::mrc_skb_add_frag(skb, data.cast(), len) } {
+        // invariant).
+        if let Err(head) = unsafe { attach(skb, head, msg, off, len) } {
             *slot = None;
-            return Err(frag);
+            return Err(head);
         }
-        core::mem::forget(frag);
         b.segs += 1;
-        b.bytes += len;
+        b.bytes += size;
         // SAFETY: the packet is ours; its payloads are `seg` bytes each but
         // for this last one, which may be shorter.
         unsafe { bindings::mrc_skb_set_udp_gso(skb, b.seg, b.segs) };
-        if len < u32::from(b.seg) {
+        if size < u32::from(b.seg) {
             *slot = None;
         }
         Ok(())
@@ -1069,18 +1193,13 @@ impl UdpTunnel {
         Ok(skb)
     }
 
-    /// Builds the datagram whose payload is `frag`, with room in front for
-    /// the UDP, IP and link headers. Callable in atomic context.
-    pub(crate) fn packet_of(frag: Frag) -> Result<SkBuff> {
+    /// Builds the datagram of header `head` and payload `off..off + len` of
+    /// `msg`, both as page fragments, with room in front for the UDP, IP and
+    /// link headers. Callable in atomic context.
+    pub(crate) fn packet_of(head: Frag, msg: &MsgBuf, off: u32, len: u32) -> Result<SkBuff> {
         let skb = Self::packet(&[])?;
-        // SAFETY: the new skb is ours and has no fragments yet; `frag` is
-        // memory from `mrc_frag_alloc`, which the packet takes over.
-        if !unsafe {
-            bindings::mrc_skb_add_frag(skb.0.as_ptr(), frag.ptr.as_ptr().cast(), frag.len)
-        } {
-            return Err(ENOMEM);
-        }
-        core::mem::forget(frag);
+        // SAFETY: the new skb is ours alone.
+        unsafe { attach(skb.0.as_ptr(), head, msg, off, len) }.map_err(|_| ENOMEM)?;
         Ok(skb)
     }
 
@@ -2579,24 +2698,47 @@ impl Msg {
         unsafe { (*self.0.as_ptr()).msg_flags |= flags as c_uint };
     }
 
-    /// Copies the next `len` bytes of the user's data into a new buffer,
-    /// which is not written before (no zeroing of what is about to be
-    /// overwritten).
-    pub(crate) fn copy_in_new(&mut self, len: usize) -> Result<KVVec<u8>> {
-        let n = c_int::try_from(len).map_err(|_| EINVAL)?;
-        let mut buf = KVVec::with_capacity(len, GFP_KERNEL)?;
-        let dst = buf.spare_capacity_mut();
-        if dst.len() < len {
-            return Err(ENOMEM);
+    /// Copies the next `len` bytes of the message into the page fragments
+    /// `sk` writes through: the bytes of one MRC message. May sleep.
+    pub(crate) fn copy_in(&mut self, sk: &Sock, len: usize) -> Result<MsgBuf> {
+        let len = u32::try_from(len).map_err(|_| EINVAL)?;
+        let pieces = len as usize / kernel::page::PAGE_SIZE + 2;
+        let mut buf = MsgBuf {
+            pieces: KVVec::with_capacity(pieces, GFP_KERNEL)?,
+            len: 0,
+        };
+        while buf.len < len {
+            let mut page = ptr::null_mut();
+            let mut off = 0;
+            // SAFETY: `sk` and the message are valid for the call, made in
+            // process context; the out-pointers are valid for writes.
+            let n = unsafe {
+                bindings::mrc_msg_copy_piece(
+                    sk.as_ptr(),
+                    self.0.as_ptr(),
+                    len - buf.len,
+                    &mut page,
+                    &mut off,
+                )
+            };
+            let n = u32::try_from(n).map_err(|_| Error::from_errno(n))?;
+            let Some(page) = NonNull::new(page).filter(|_| n > 0) else {
+                return Err(EFAULT);
+            };
+            let piece = Piece {
+                page,
+                off,
+                len: n,
+                at: buf.len,
+            };
+            if buf.pieces.push(piece, GFP_KERNEL).is_err() {
+                // SAFETY: the copy took a reference for the piece, which
+                // `buf` could not keep.
+                unsafe { bindings::mrc_put_page(page.as_ptr()) };
+                return Err(ENOMEM);
+            }
+            buf.len += n;
         }
-        // SAFETY: `dst` is writable for at least `len` bytes; may fault and
-        // sleep, which process context allows.
-        to_result(unsafe {
-            bindings::mrc_memcpy_from_msg(dst.as_mut_ptr().cast(), self.0.as_ptr(), n)
-        })?;
-        // SAFETY: the copy succeeded, so the first `len` bytes, within the
-        // capacity, are initialised.
-        unsafe { buf.set_len(len) };
         Ok(buf)
     }
 

@@ -52,6 +52,7 @@ struct hrtimer;
 struct work_struct;
 struct workqueue_struct;
 struct msghdr;
+struct page;
 struct sk_buff_head;
 struct poll_table_struct;
 
@@ -90,6 +91,13 @@ struct net *mrc_seq_file_single_net(struct seq_file *seq);
 unsigned char *mrc_skb_network_header(const struct sk_buff *skb);
 void mrc_skb_reserve(struct sk_buff *skb, int len);
 void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len);
+int mrc_msg_copy_piece(struct sock *sk, struct msghdr *msg, unsigned int len,
+		       struct page **page, unsigned int *off);
+void mrc_put_page(struct page *page);
+u32 mrc_page_crc32c(u32 crc, struct page *page, unsigned int off, unsigned int len);
+bool mrc_skb_add_page(struct sk_buff *skb, struct page *page, unsigned int off,
+		      unsigned int len);
+unsigned int mrc_skb_free_frags(const struct sk_buff *skb);
 void *mrc_frag_alloc(unsigned int len);
 void mrc_frag_free(void *data);
 bool mrc_skb_add_frag(struct sk_buff *skb, void *data, unsigned int len);
@@ -146,7 +154,6 @@ void mrc_skb_clean(struct sk_buff *skb);
 struct sk_buff *mrc_skb_peek(struct sk_buff_head *q);
 u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
-int mrc_memcpy_from_msg(void *data, struct msghdr *msg, int len);
 void mrc_skb_queue_purge(struct sk_buff_head *q);
 void mrc_skb_list_init(struct sk_buff_head *list);
 void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb);

@@ -88,11 +88,19 @@ fn drain_tx(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
                 let payload: Vec<u8> = (0..u64::from(d.len))
                     .map(|i| payload_byte(d.msg_id, u64::from(d.offset) + i))
                     .collect();
-                // The glue writes the packet straight into its own memory: the same bytes.
-                let mut direct = vec![0u8; HEADER_LEN + payload.len()];
-                mrc_conn::emit_data(&mut direct, &buf, &tx, &payload).unwrap();
+                // The glue writes the header alone and leaves the payload where it is: the
+                // same bytes, checksum included.
+                let mut head = [0u8; HEADER_LEN];
+                mrc_conn::emit_data_head(&mut head, &buf, &tx, |crc| {
+                    mrc_proto::crc32c(crc, &payload)
+                })
+                .unwrap();
                 let len = mrc_conn::finish_data(&mut buf, &tx, &payload).unwrap();
-                assert_eq!(direct, buf[..len], "emit_data and finish_data differ");
+                assert_eq!(
+                    head,
+                    buf[..HEADER_LEN],
+                    "emit_data_head and finish_data differ"
+                );
                 len
             }
         };
@@ -3384,24 +3392,34 @@ fn send_error_fails_the_path_at_once_and_resends_its_data_elsewhere() {
 }
 
 #[test]
-fn emit_data_needs_a_buffer_of_the_packets_length() {
+fn emit_data_head_seals_a_header_for_a_payload_elsewhere() {
     let (mut client, _server) = established();
     client.send_message(100).unwrap();
     let mut buf = vec![0u8; 2048];
     let tx = client.poll_transmit(0, &mut buf).unwrap();
     assert!(tx.data.is_some());
     let payload = [7u8; 100];
-    for len in [HEADER_LEN + 99, HEADER_LEN + 101, 0] {
-        let mut out = vec![0u8; len];
+    let crc = |c| mrc_proto::crc32c(c, &payload);
+    for len in [HEADER_LEN - 1, HEADER_LEN + 1, 0] {
+        let mut head = vec![0u8; len];
         assert!(
-            mrc_conn::emit_data(&mut out, &buf, &tx, &payload).is_err(),
+            mrc_conn::emit_data_head(&mut head, &buf, &tx, crc).is_err(),
             "length {len}"
         );
     }
-    let mut out = vec![0u8; HEADER_LEN + 100];
-    mrc_conn::emit_data(&mut out, &buf, &tx, &payload).unwrap();
-    let pkt = mrc_proto::decode(&out).unwrap();
-    assert_eq!(pkt.body, mrc_proto::Body::Data(&payload[..]));
-    // A payload of another length than planned is refused too.
-    assert!(mrc_conn::emit_data(&mut out, &buf, &tx, &[7u8; 100][..99]).is_err());
+    let mut head = [0u8; HEADER_LEN];
+    mrc_conn::emit_data_head(&mut head, &buf, &tx, crc).unwrap();
+    let mut pkt = head.to_vec();
+    pkt.extend_from_slice(&payload);
+    assert_eq!(
+        mrc_proto::decode(&pkt).unwrap().body,
+        mrc_proto::Body::Data(&payload[..])
+    );
+    // A checksum over other bytes than the payload sent does not decode.
+    mrc_conn::emit_data_head(&mut head, &buf, &tx, |c| mrc_proto::crc32c(c, &[8u8; 100])).unwrap();
+    pkt[..HEADER_LEN].copy_from_slice(&head);
+    assert!(mrc_proto::decode(&pkt).is_err());
+    // A control packet's plan is not a DATA packet's.
+    let ack = mrc_conn::Transmit { data: None, ..tx };
+    assert!(mrc_conn::emit_data_head(&mut head, &buf, &ack, crc).is_err());
 }
