@@ -263,31 +263,6 @@ const MAX_PAYLOAD: u32 = 65_000;
 /// Largest backoff exponent for RTO and handshake timers.
 const MAX_BACKOFF_SHIFT: u8 = 30;
 
-/// errno value of `ETIMEDOUT`.
-const ETIMEDOUT: i32 = 110;
-/// errno value of `ECONNRESET`.
-const ECONNRESET: i32 = 104;
-/// errno value of `ECONNREFUSED`.
-const ECONNREFUSED: i32 = 111;
-/// errno value of `EPROTO`.
-const EPROTO: i32 = 71;
-/// errno value of `ENOTCONN`.
-const ENOTCONN: i32 = 107;
-/// errno value of `EPIPE`.
-const EPIPE: i32 = 32;
-/// errno value of `EMSGSIZE`.
-const EMSGSIZE: i32 = 90;
-/// errno value of `EAGAIN`.
-const EAGAIN: i32 = 11;
-/// errno value of `EISCONN`.
-const EISCONN: i32 = 106;
-/// errno value of `EINVAL`.
-const EINVAL: i32 = 22;
-/// errno value of `ENOENT`.
-const ENOENT: i32 = 2;
-/// errno value of `EBUSY`.
-const EBUSY: i32 = 16;
-
 /// Tunables of one connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnConfig {
@@ -382,18 +357,6 @@ pub enum ConnError {
     Refused,
     /// The peer broke the protocol, for example with a message above the size limit (`EPROTO`).
     Protocol,
-}
-
-impl ConnError {
-    /// Returns the positive errno value the socket layer reports for this error.
-    pub const fn errno(self) -> i32 {
-        match self {
-            ConnError::TimedOut => ETIMEDOUT,
-            ConnError::Reset => ECONNRESET,
-            ConnError::Refused => ECONNREFUSED,
-            ConnError::Protocol => EPROTO,
-        }
-    }
 }
 
 /// State of a connection.
@@ -569,19 +532,6 @@ pub enum SendError {
     Failed(ConnError),
 }
 
-impl SendError {
-    /// Returns the positive errno value the socket layer reports for this error.
-    pub const fn errno(self) -> i32 {
-        match self {
-            SendError::NotConnected => ENOTCONN,
-            SendError::Shutdown => EPIPE,
-            SendError::MsgSize => EMSGSIZE,
-            SendError::WouldBlock => EAGAIN,
-            SendError::Failed(e) => e.errno(),
-        }
-    }
-}
-
 /// Why [`Conn::remove_path`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RemovePathError {
@@ -589,16 +539,6 @@ pub enum RemovePathError {
     NotFound,
     /// It is the connection's only path (`EBUSY`).
     LastPath,
-}
-
-impl RemovePathError {
-    /// Returns the positive errno value the socket layer reports for this error.
-    pub const fn errno(self) -> i32 {
-        match self {
-            RemovePathError::NotFound => ENOENT,
-            RemovePathError::LastPath => EBUSY,
-        }
-    }
 }
 
 /// Why [`Conn::connect`] or [`Conn::accept`] refused to start.
@@ -611,16 +551,6 @@ pub enum OpenError {
     /// [`Conn::accept`] was given a packet that is not a SYN (or a SYN carrying
     /// [`Flags::PASSIVE`]), or too many endpoints (`EINVAL`).
     Invalid,
-}
-
-impl OpenError {
-    /// Returns the positive errno value the socket layer reports for this error.
-    pub const fn errno(self) -> i32 {
-        match self {
-            OpenError::AlreadyStarted => EISCONN,
-            OpenError::NoPath | OpenError::Invalid => EINVAL,
-        }
-    }
 }
 
 /// What held back the sender's new data, as [`Conn::send_times`] accounts it.

@@ -447,10 +447,7 @@ impl Session {
     /// the others) and forgets its addressing. Returns the path's share of
     /// the namespace's record, to be dropped with `inner` unlocked.
     fn remove_path(&mut self, now: u64, path_id: u32) -> Result<Option<PeerRef>> {
-        let idx = self
-            .conn
-            .remove_path(now, path_id)
-            .map_err(|e| Error::from_errno(-e.errno()))?;
+        let idx = self.conn.remove_path(now, path_id).map_err(Error::from)?;
         if let Some(slot) = self.paths.get_mut(idx) {
             *slot = None;
         }
@@ -787,7 +784,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                 Event::Closed(e) => {
                     inner.mode = Mode::Closed;
                     after.parent_lost = inner.parent.take();
-                    let errno = e.map_or(0, |e| e.errno() as u32);
+                    let errno = e.map_or(0, mrc_sys::errno_of);
                     if e.is_some() {
                         net.count_conn_failed();
                     }
@@ -798,7 +795,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, errno)
                     });
                     if let Some(e) = e {
-                        sk.set_error(e.errno());
+                        sk.set_error(e.into());
                     }
                     after.state = true;
                     after.readable = true;
@@ -1140,7 +1137,7 @@ fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
             mrc_sys::random_u64(),
             list.get(..locals.n).unwrap_or(&[]),
         )
-        .map_err(|e| Error::from_errno(-e.errno()))?;
+        .map_err(Error::from)?;
     sess.open_planes(net, now);
     let local = MrcAddr {
         ip: addrs.dst,
@@ -1480,7 +1477,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
     if let Err(e) = started {
         let mut inner = sk.state().inner.lock();
         inner.mode = Mode::Closed;
-        return Err(Error::from_errno(-e.errno()));
+        return Err(e.into());
     }
     if nonblock {
         return Err(err::in_progress());
@@ -1629,7 +1626,7 @@ pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<MsgBuf>, len: u32) -> Re
             }
             Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
             Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
-            Err(e) => Err(Error::from_errno(-e.errno())),
+            Err(e) => Err(e.into()),
         }
     })
 }
@@ -1915,7 +1912,7 @@ pub(crate) fn fill_conn(
         m.put_uint(nl::MRC_A_CONN_TX_BYTES, inner.tx_bytes)?;
         m.put_uint(nl::MRC_A_CONN_RX_BYTES, inner.rx_bytes)?;
         if let Some(e) = s.conn.error() {
-            m.put_u32(nl::MRC_A_CONN_ERROR, e.errno() as u32)?;
+            m.put_u32(nl::MRC_A_CONN_ERROR, mrc_sys::errno_of(e))?;
         }
         put_counters(m, s.conn.stats())?;
         let times = s.conn.send_times(now);

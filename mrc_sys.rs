@@ -7,6 +7,7 @@
 //! of `rust/kernel/net/phy.rs`. The rest of the module calls these wrappers
 //! and never names `bindings::` itself.
 
+use crate::mrc_conn::{ConnError, OpenError, RemovePathError, SendError};
 use core::{
     cell::UnsafeCell,
     ffi::c_void,
@@ -48,6 +49,55 @@ mod bindings {
 fn errno(e: u32) -> Error {
     // `e` is one of the small positive errno constants; the cast cannot wrap.
     Error::from_errno(-(e as c_int))
+}
+
+// The core names its errors; the socket layer reports them as the kernel's
+// errno values.
+
+impl From<ConnError> for Error {
+    fn from(e: ConnError) -> Error {
+        match e {
+            ConnError::TimedOut => errno(bindings::ETIMEDOUT),
+            ConnError::Reset => errno(bindings::ECONNRESET),
+            ConnError::Refused => errno(bindings::ECONNREFUSED),
+            ConnError::Protocol => errno(bindings::EPROTO),
+        }
+    }
+}
+
+impl From<SendError> for Error {
+    fn from(e: SendError) -> Error {
+        match e {
+            SendError::NotConnected => errno(bindings::ENOTCONN),
+            SendError::Shutdown => EPIPE,
+            SendError::MsgSize => errno(bindings::EMSGSIZE),
+            SendError::WouldBlock => EAGAIN,
+            SendError::Failed(e) => e.into(),
+        }
+    }
+}
+
+impl From<RemovePathError> for Error {
+    fn from(e: RemovePathError) -> Error {
+        match e {
+            RemovePathError::NotFound => ENOENT,
+            RemovePathError::LastPath => EBUSY,
+        }
+    }
+}
+
+impl From<OpenError> for Error {
+    fn from(e: OpenError) -> Error {
+        match e {
+            OpenError::AlreadyStarted => errno(bindings::EISCONN),
+            OpenError::NoPath | OpenError::Invalid => EINVAL,
+        }
+    }
+}
+
+/// The positive errno value of `e`, as `SO_ERROR` and netlink report it.
+pub(crate) fn errno_of(e: impl Into<Error>) -> u32 {
+    e.into().to_errno().unsigned_abs()
 }
 
 /// Errors the module returns that `kernel::error::code` does not name.
@@ -1759,9 +1809,9 @@ impl Sock {
     }
 
     /// Records a pending error (`SO_ERROR`) and reports it to waiters.
-    pub(crate) fn set_error(&self, errno: i32) {
-        // SAFETY: any context.
-        unsafe { bindings::mrc_sk_set_err(self.as_ptr(), errno) };
+    pub(crate) fn set_error(&self, e: Error) {
+        // SAFETY: any context; `sk_err` takes a positive errno value.
+        unsafe { bindings::mrc_sk_set_err(self.as_ptr(), -e.to_errno()) };
     }
 
     /// Takes the pending error, if any.

@@ -332,7 +332,6 @@ fn handshake_needs_a_path_and_a_syn() {
     let n = mrc_proto::encode(&h, &Body::Fin, &mut buf).unwrap();
     let fin = decode(&buf[..n]).unwrap();
     assert_eq!(s.accept(0, &fin, 1, &[]), Err(OpenError::Invalid));
-    assert_eq!(OpenError::NoPath.errno(), 22);
     // A SYN carrying the direction bit comes from a passive end: not a connection request.
     let mut buf = [0u8; 128];
     let h = Header {
@@ -381,7 +380,6 @@ fn syn_backoff_then_timeout() {
         events(&mut c),
         vec![Event::Closed(Some(ConnError::TimedOut))]
     );
-    assert_eq!(ConnError::TimedOut.errno(), 110);
 }
 
 #[test]
@@ -402,7 +400,6 @@ fn rst_answer_to_syn_is_refused() {
     );
     feed(&mut c, 10 * US, &buf[..n]);
     assert_eq!(c.state(), State::Closed(Some(ConnError::Refused)));
-    assert_eq!(c.error().unwrap().errno(), 111);
     assert_eq!(
         c.send_message(1),
         Err(SendError::Failed(ConnError::Refused))
@@ -1804,15 +1801,12 @@ fn send_errors() {
     assert_eq!(c.send_message(1), Err(SendError::NotConnected));
     let (mut client, _server) = established_with(cfg, cfg);
     assert_eq!(client.send_message(8001), Err(SendError::MsgSize));
-    assert_eq!(SendError::MsgSize.errno(), 90);
     client.send_message(8000).unwrap();
     assert_eq!(client.send_space(), 2000);
     assert_eq!(client.send_message(3000), Err(SendError::WouldBlock));
-    assert_eq!(SendError::WouldBlock.errno(), 11);
     client.send_message(2000).unwrap();
     client.close(MS);
     assert_eq!(client.send_message(1), Err(SendError::Shutdown));
-    assert_eq!(SendError::Shutdown.errno(), 32);
 }
 
 #[test]
@@ -2265,7 +2259,6 @@ fn abort_sends_rst_and_peer_resets() {
         server.send_message(1),
         Err(SendError::Failed(ConnError::Reset))
     );
-    assert_eq!(ConnError::Reset.errno(), 104);
     assert_eq!(server.next_timeout(MS), None);
 }
 
@@ -3272,8 +3265,6 @@ fn removed_path_resends_its_packets_on_the_others() {
         client.remove_path(90 * US, 8),
         Err(RemovePathError::LastPath)
     );
-    assert_eq!(RemovePathError::LastPath.errno(), 16);
-    assert_eq!(RemovePathError::NotFound.errno(), 2);
 }
 
 #[test]
