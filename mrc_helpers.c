@@ -217,17 +217,18 @@ void mrc_put_page(struct page *page) { put_page(page); }
  */
 u32 mrc_page_crc32c(u32 crc, struct page *page, unsigned int off, unsigned int len)
 {
-	page += off / PAGE_SIZE;
+	unsigned int i = off / PAGE_SIZE;
+
 	off %= PAGE_SIZE;
 	while (len) {
 		unsigned int n = min_t(unsigned int, len, PAGE_SIZE - off);
-		void *va = kmap_local_page(page);
+		void *va = kmap_local_page(nth_page(page, i));
 
 		crc = crc32c(crc, va + off, n);
 		kunmap_local(va);
 		len -= n;
 		off = 0;
-		page++;
+		i++;
 	}
 	return crc;
 }
