@@ -8,6 +8,7 @@
 #include <linux/net.h>
 #include <linux/seq_file_net.h>
 #include <linux/skbuff.h>
+#include <linux/crc32c.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/ip.h>
@@ -461,6 +462,38 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
 		udp_post_segment_fix_csum(seg);
 	}
 	return segs;
+}
+
+/*
+ * Continues the raw CRC32C register *@crc (crc32c() of <linux/crc32c.h>, no
+ * inversions) over the @len bytes of @skb from @offset, where they lie: the
+ * linear area, page fragments (mapped one at a time) or the frag list. Nothing
+ * is copied and the packet is not changed. False, with *@crc undefined, if the
+ * packet holds fewer bytes or some of them cannot be read by the CPU.
+ */
+bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc)
+{
+	struct skb_seq_state st;
+	unsigned int done = 0, n;
+	const u8 *data;
+	u32 c = *crc;
+
+	if (offset > skb->len || len > skb->len - offset)
+		return false;
+	skb_prepare_seq_read(skb, offset, offset + len, &st);
+	while (done < len) {
+		n = skb_seq_read(done, &data, &st);
+		if (!n)
+			break;
+		/* A block may run past the range asked for. */
+		n = min(n, len - done);
+		c = crc32c(c, data, n);
+		done += n;
+	}
+	/* Unmaps the fragment still mapped when the range ended inside it. */
+	skb_abort_seq_read(&st);
+	*crc = c;
+	return done == len;
 }
 
 void mrc_kfree_skb_list(struct sk_buff *segs) { kfree_skb_list(segs); }

@@ -40,7 +40,12 @@
 //!   train is split into its datagrams there (`udp_rcv_segment()`, as UDP
 //!   would) and [`EncapHandler::receive`] gets them together: a run of
 //!   datagrams for one connection costs one session lookup and one turn of
-//!   the connection's lock (`mrc_sock::input`).
+//!   the connection's lock (`mrc_sock::input`). Of a DATA packet only the
+//!   UDP and MRC headers are made linear: its checksum is computed over the
+//!   payload where it lies (`mrc_proto::decode_data`), typically in the page
+//!   fragments it arrived in, and the payload stays there until `recvmsg`
+//!   copies it to the reader, its only copy on the way in. Other packets
+//!   are small and are made linear whole.
 //! - **Acknowledgements.** The connection is driven once per run, so an
 //!   acknowledgement that several of its packets ask for goes out once;
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
@@ -86,7 +91,7 @@ const CONN_DROPS: [ConnDrop; 8] = [
 ];
 use crate::mrc_limit::TokenBucket;
 use crate::mrc_path::PathConfig;
-use crate::mrc_proto::{Body, DecodeError, Header, PacketType, HEADER_LEN};
+use crate::mrc_proto::{self, Body, DecodeError, Header, Packet, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr,
@@ -115,6 +120,9 @@ struct SockTable {
 
 /// Bytes of the UDP header in front of every MRC packet.
 const UDP_HLEN: usize = 8;
+
+/// Bytes of the UDP and MRC headers, what is made linear of a DATA packet.
+const RX_HEADERS_LEN: u32 = (UDP_HLEN + HEADER_LEN) as u32;
 
 /// Why a received datagram was dropped, beyond the decoder's own reasons.
 #[derive(Clone, Copy)]
@@ -500,6 +508,33 @@ impl PernetState for MrcNet {
     }
 }
 
+/// Decodes a received datagram as [`EncapHandler::receive`] leaves it: `data`
+/// at its UDP header, the first [`RX_HEADERS_LEN`] bytes (or all, if fewer)
+/// linear, and all of it linear if its fixed header is valid and not DATA's.
+///
+/// A DATA packet is decoded by [`mrc_proto::decode_data`] from its header
+/// alone, with its payload checksummed where it lies, typically in the page
+/// fragments it arrived in; its [`Payload`](mrc_proto::Payload) has a
+/// length but no bytes, which stay in `skb`. Any other datagram is decoded
+/// by [`mrc_proto::decode`] from the linear area, which holds all of it, or
+/// for a fixed header that is not valid, enough of it for the error.
+pub(crate) fn decode_datagram(skb: &SkBuff) -> Result<Packet<'_>, DecodeError> {
+    let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+    if !is_data(head) {
+        return mrc_proto::decode(head);
+    }
+    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
+    mrc_proto::decode_data(head, len, |crc, n| {
+        skb.crc32c_raw(crc, RX_HEADERS_LEN, u32::try_from(n).ok()?)
+    })
+}
+
+/// Whether `head`, the first bytes of a datagram, is a valid fixed header
+/// whose type field says DATA.
+fn is_data(head: &[u8]) -> bool {
+    mrc_proto::peek_header(head).is_ok_and(|h| h.packet_type() == Some(PacketType::Data))
+}
+
 impl EncapHandler for MrcNet {
     /// Runs of consecutive datagrams for one connection go to it together:
     /// one session lookup and one turn of its lock for a GSO packet or a
@@ -520,15 +555,24 @@ impl EncapHandler for MrcNet {
                 u64::from(len).saturating_sub(UDP_HLEN as u64),
                 Ordering::Relaxed,
             );
-            if !skb.pull(len) {
+            // Only the headers are made linear first. A DATA packet's
+            // payload stays where it arrived, in page fragments, and is
+            // copied once, to the reader; other packets are small and are
+            // made linear whole (see `decode_datagram`). A datagram whose
+            // fixed header is not valid needs no more than that header.
+            if !skb.pull(len.min(RX_HEADERS_LEN)) {
                 self.stats.count_drop(RxDrop::NoMemory);
                 continue;
             }
-            let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-            let Ok(h) = crate::mrc_proto::peek_header(payload) else {
+            let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+            let Ok(h) = mrc_proto::peek_header(head) else {
                 self.receive_unregistered(skb);
                 continue;
             };
+            if h.packet_type() != Some(PacketType::Data) && !skb.pull(len) {
+                self.stats.count_drop(RxDrop::NoMemory);
+                continue;
+            }
             // A packet from the accepting end is for the connecting end.
             let key = (h.session_id, !h.flags.passive());
             if let Some((_, _, b)) = run.as_mut().filter(|(k, _, _)| *k == key) {
@@ -557,11 +601,10 @@ impl EncapHandler for MrcNet {
 }
 
 impl MrcNet {
-    /// A datagram for no registered connection (`data` at the UDP header,
-    /// linear): a SYN for a listener, or answered with an RST.
+    /// A datagram for no registered connection, as [`decode_datagram`]
+    /// takes it: a SYN for a listener, or answered with an RST.
     fn receive_unregistered(&self, skb: SkBuff) {
-        let payload = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-        let header = match crate::mrc_proto::decode(payload) {
+        let header = match decode_datagram(&skb) {
             Err(e) => {
                 self.stats.count_drop(RxDrop::Decode(e));
                 return;

@@ -69,7 +69,8 @@
 //!   the receiver held the ACK after the latest packet it acknowledges arrived (a delayed ACK
 //!   waiting for a second packet or its timer): the sender takes it off the RTT samples the ACK
 //!   gives, as QUIC's ACK Delay, but not below the path's minimum RTT once it has one.
-//! - DATA: message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message boundaries.
+//! - DATA ([`Payload`]): message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message
+//!   boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
 //! - FIN, RST: empty.
 //!
@@ -81,6 +82,11 @@
 //! version, `payload_len` against the datagram length, checksum, packet type, flags, body. A
 //! single flipped bit in a valid packet is therefore always reported, at the latest, as
 //! [`DecodeError::BadChecksum`].
+//!
+//! [`decode_data`] makes the same checks, in the same order, for a DATA packet whose payload
+//! the caller keeps elsewhere (such as in the page fragments of a socket buffer) and
+//! checksums itself: it needs only the fixed header's bytes, and the payload's bytes are never
+//! copied.
 
 use core::fmt;
 
@@ -880,6 +886,55 @@ pub struct Probe {
     pub ts: u64,
 }
 
+/// Body of DATA: the payload's length and, where the decoder had them, its bytes.
+///
+/// [`decode`] and encoding callers give the bytes ([`Payload::new`]). [`decode_data`] leaves
+/// them wherever its caller keeps them and records only their length, which is all a
+/// connection needs of a received payload; such a payload cannot be encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Payload<'a> {
+    /// Length in bytes: `bytes.len()` when `bytes` is known.
+    len: usize,
+    /// The bytes, if known.
+    bytes: Option<&'a [u8]>,
+}
+
+impl<'a> Payload<'a> {
+    /// Returns the payload made of `bytes`.
+    pub const fn new(bytes: &'a [u8]) -> Payload<'a> {
+        Payload {
+            len: bytes.len(),
+            bytes: Some(bytes),
+        }
+    }
+
+    /// Returns a payload of `len` bytes that are not at hand.
+    const fn elsewhere(len: usize) -> Payload<'static> {
+        Payload { len, bytes: None }
+    }
+
+    /// Returns the length in bytes.
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Returns whether the payload is empty.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Returns the bytes, or `None` for a payload [`decode_data`] left with its caller.
+    pub const fn bytes(&self) -> Option<&'a [u8]> {
+        self.bytes
+    }
+}
+
+impl<'a> From<&'a [u8]> for Payload<'a> {
+    fn from(bytes: &'a [u8]) -> Payload<'a> {
+        Payload::new(bytes)
+    }
+}
+
 /// Type-specific part of a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Body<'a> {
@@ -889,8 +944,8 @@ pub enum Body<'a> {
     SynAck(Handshake<'a>),
     /// ACK.
     Ack(Sack<'a>),
-    /// DATA: message bytes.
-    Data(&'a [u8]),
+    /// DATA: message bytes, see [`Payload`].
+    Data(Payload<'a>),
     /// FIN.
     Fin,
     /// RST.
@@ -901,7 +956,12 @@ pub enum Body<'a> {
     ProbeAck(Probe),
 }
 
-impl Body<'_> {
+impl<'a> Body<'a> {
+    /// Returns a DATA body carrying `bytes`.
+    pub const fn data(bytes: &'a [u8]) -> Body<'a> {
+        Body::Data(Payload::new(bytes))
+    }
+
     /// Returns the packet type this body belongs to.
     pub const fn packet_type(&self) -> PacketType {
         match self {
@@ -971,7 +1031,8 @@ pub enum DecodeError {
     BadSack,
     /// Malformed SYN or SYN_ACK body: truncated, too many or invalid endpoints, trailing bytes.
     BadHandshake,
-    /// Wrong body length for PROBE, PROBE_ACK, FIN or RST.
+    /// Wrong body length for PROBE, PROBE_ACK, FIN or RST; for [`decode_data`], a packet
+    /// other than DATA.
     BadBody,
 }
 
@@ -1036,6 +1097,8 @@ pub enum EncodeError {
     BadHandshake,
     /// The buffer given to [`seal`] does not hold a header and exactly its `payload_len`.
     LengthMismatch,
+    /// A DATA body whose bytes are not at hand, as [`decode_data`] returns it.
+    NoPayload,
 }
 
 impl EncodeError {
@@ -1048,6 +1111,7 @@ impl EncodeError {
             EncodeError::BadSack => "bad_sack",
             EncodeError::BadHandshake => "bad_handshake",
             EncodeError::LengthMismatch => "length_mismatch",
+            EncodeError::NoPayload => "no_payload",
         }
     }
 }
@@ -1177,28 +1241,50 @@ pub fn peek_header(buf: &[u8]) -> Result<Header, DecodeError> {
     parse_fixed(buf).map(|(header, _)| header)
 }
 
-/// Parse and fully validate (checksum included) one datagram; never panics on any input.
-///
-/// `buf` must be exactly one datagram (the UDP payload). The returned packet borrows variable
-/// length parts (DATA bytes, SACK bitmap, endpoint list) from `buf`.
-pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
-    let (header, stored) = parse_fixed(buf)?;
-    let payload = buf.get(HEADER_LEN..).ok_or(DecodeError::Short)?;
-    if usize::try_from(header.payload_len).ok() != Some(payload.len()) {
+/// The checks [`decode`] makes before the body, in its order, of a datagram of `len` bytes
+/// that starts with `head` (at least the fixed header); `payload_crc` continues a raw CRC32C
+/// register over the `len - HEADER_LEN` bytes after the header, as [`decode_data`] describes.
+/// Returns the header and the packet type.
+fn check_header(
+    head: &[u8],
+    len: usize,
+    payload_crc: impl FnOnce(u32, usize) -> Option<u32>,
+) -> Result<(Header, PacketType), DecodeError> {
+    // A datagram shorter than the header is reported as such, whatever its bytes.
+    let body_len = len.checked_sub(HEADER_LEN).ok_or(DecodeError::Short)?;
+    let (header, stored) = parse_fixed(head)?;
+    if usize::try_from(header.payload_len).ok() != Some(body_len) {
         return Err(DecodeError::LengthMismatch);
     }
-    if packet_checksum(buf) != Some(stored) {
+    // As `packet_checksum`, on the raw register: the header with the checksum field read as
+    // zero, then the payload.
+    let crc = !header_checksum(head).ok_or(DecodeError::Short)?;
+    let crc = payload_crc(crc, body_len).ok_or(DecodeError::LengthMismatch)?;
+    if !crc != stored {
         return Err(DecodeError::BadChecksum);
     }
     let ty = header.flags.packet_type().ok_or(DecodeError::UnknownType)?;
     if !header.flags.is_valid_for(ty) {
         return Err(DecodeError::BadFlags);
     }
+    Ok((header, ty))
+}
+
+/// Parse and fully validate (checksum included) one datagram; never panics on any input.
+///
+/// `buf` must be exactly one datagram (the UDP payload). The returned packet borrows variable
+/// length parts (DATA bytes, SACK bitmap, endpoint list) from `buf`.
+pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    let (header, ty) = check_header(buf, buf.len(), |crc, _| {
+        buf.get(HEADER_LEN..)
+            .map(|payload| crc32c_raw(crc, payload))
+    })?;
+    let payload = buf.get(HEADER_LEN..).ok_or(DecodeError::Short)?;
     let body = match ty {
         PacketType::Syn => Body::Syn(Handshake::parse(payload)?),
         PacketType::SynAck => Body::SynAck(Handshake::parse(payload)?),
         PacketType::Ack => Body::Ack(Sack::parse(payload, header.ack)?),
-        PacketType::Data => Body::Data(payload),
+        PacketType::Data => Body::data(payload),
         PacketType::Fin | PacketType::Rst => {
             if !payload.is_empty() {
                 return Err(DecodeError::BadBody);
@@ -1225,6 +1311,39 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
         }
     };
     Ok(Packet { header, body })
+}
+
+/// Parses and fully validates a DATA datagram whose payload the caller keeps and checksums;
+/// never panics on any input.
+///
+/// The datagram is `len` bytes long. `head` holds its first bytes, at least the fixed header;
+/// only those [`HEADER_LEN`] bytes are read. The payload, the `n = len - HEADER_LEN` bytes after
+/// the header, stays wherever the caller keeps it (such as in the page fragments of a socket
+/// buffer): `payload_crc(crc, n)` continues the raw CRC32C register `crc` over those bytes, in
+/// the convention of [`crc32c_raw`], and returns the register, or `None` if it cannot read
+/// them all (reported as [`DecodeError::LengthMismatch`]). It is called once at most, after
+/// the length checks.
+///
+/// For a DATA datagram the result is the one [`decode`] gives for the same bytes, packet or
+/// error, except that the body's [`Payload`] has no bytes, only its length. Any other
+/// datagram is rejected: with the error [`decode`] gives where that is about the header
+/// (length, magic, version, `payload_len`, checksum, type, flags), else, for a packet of
+/// another type whose header is valid, with [`DecodeError::BadBody`].
+pub fn decode_data(
+    head: &[u8],
+    len: usize,
+    payload_crc: impl FnOnce(u32, usize) -> Option<u32>,
+) -> Result<Packet<'static>, DecodeError> {
+    let (header, ty) = check_header(head, len, payload_crc)?;
+    if ty != PacketType::Data {
+        return Err(DecodeError::BadBody);
+    }
+    // `check_header` found `payload_len` equal to this.
+    let payload_len = len.saturating_sub(HEADER_LEN);
+    Ok(Packet {
+        header,
+        body: Body::Data(Payload::elsewhere(payload_len)),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1254,7 +1373,7 @@ fn write_header(
 /// kept, and the modifiers must be allowed for the type (see [`Flags::is_valid_for`]).
 /// `header.payload_len` is ignored. Every packet this function writes is accepted by
 /// [`decode`], which returns the same header (with the type and `payload_len` filled in) and an
-/// equal body.
+/// equal body. A DATA body must carry its bytes ([`EncodeError::NoPayload`]).
 pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize, EncodeError> {
     let ty = body.packet_type();
     let flags = header.flags.with_type(ty);
@@ -1264,6 +1383,7 @@ pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize,
     match body {
         Body::Syn(h) | Body::SynAck(h) if !h.is_valid() => return Err(EncodeError::BadHandshake),
         Body::Ack(s) if !s.is_valid(header.ack) => return Err(EncodeError::BadSack),
+        Body::Data(d) if d.bytes().is_none() => return Err(EncodeError::NoPayload),
         _ => {}
     }
     let body_len = body.wire_len().ok_or(EncodeError::TooLong)?;
@@ -1277,7 +1397,7 @@ pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize,
     match body {
         Body::Syn(h) | Body::SynAck(h) => h.write(&mut w)?,
         Body::Ack(s) => s.write(&mut w)?,
-        Body::Data(d) => w.put(d)?,
+        Body::Data(d) => w.put(d.bytes().ok_or(EncodeError::NoPayload)?)?,
         Body::Fin | Body::Rst => {}
         Body::Probe(p) | Body::ProbeAck(p) => {
             w.put(&p.nonce.to_be_bytes())?;

@@ -953,8 +953,9 @@ fn input_one(
 ) -> Option<(Header, UdpAddrs)> {
     let total = skb.len();
     let ce = skb.ecn_ce();
-    let data = skb.linear().get(UDP_HLEN as usize..).unwrap_or(&[]);
-    let pkt = match mrc_proto::decode(data) {
+    // A DATA packet's payload is checksummed where it lies and never made
+    // linear: only its headers are (`decode_datagram`).
+    let pkt = match crate::mrc_net::decode_datagram(&skb) {
         Err(e) => {
             net.count_decode_drop(e);
             return None;
@@ -1000,7 +1001,8 @@ fn input_one(
                 net.count_ecn_ce();
             }
             // Keep only the payload; the packet was cleaned and charged
-            // above.
+            // above. What goes is the headers, which are linear, so the
+            // payload stays where it is.
             if skb.pull_front(total - payload_len) {
                 if let Some(slot) = s.rx.get_mut((seq % WINDOW as u64) as usize) {
                     *slot = Some(skb);

@@ -593,6 +593,21 @@ impl SkBuff {
             core::slice::from_raw_parts((*skb).data, headlen)
         }
     }
+
+    /// Continues the raw CRC32C register `crc` (as [`crc32c_raw`]) over the
+    /// `len` bytes from `offset` (counted from `data`), wherever they lie:
+    /// linear area or page fragments. Nothing is copied or made linear.
+    /// `None` if the packet holds fewer bytes or some cannot be read.
+    pub(crate) fn crc32c_raw(&self, crc: u32, offset: u32, len: u32) -> Option<u32> {
+        let mut crc = crc;
+        // SAFETY: valid per the type invariant, and `crc` is a valid `u32`
+        // to update. The helper checks `offset` and `len` against the
+        // packet's length, only reads its data (mapping fragment pages for
+        // the time of the read) and changes no field of it, so views such
+        // as `linear()` stay valid. Any context.
+        let ok = unsafe { bindings::mrc_skb_crc32c(self.0.as_ptr(), offset, len, &mut crc) };
+        ok.then_some(crc)
+    }
 }
 
 impl Drop for SkBuff {

@@ -154,6 +154,7 @@ void mrc_skb_clean(struct sk_buff *skb);
 struct sk_buff *mrc_skb_peek(struct sk_buff_head *q);
 u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
+bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc);
 void mrc_skb_queue_purge(struct sk_buff_head *q);
 void mrc_skb_list_init(struct sk_buff_head *list);
 void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb);

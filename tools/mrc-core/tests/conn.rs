@@ -1295,7 +1295,7 @@ fn blind_data_or_fin_does_not_acknowledge() {
     // answered with an ACK as before.
     let payload = [0u8; 10];
     for seq in [rcv_nxt + 5000, 0] {
-        for body in [Body::Data(&payload), Body::Fin] {
+        for body in [Body::data(&payload), Body::Fin] {
             let pkt = forge(true, PATH_ID, seq, snd_nxt, &body);
             assert!(
                 matches!(feed(&mut client, MS, &pkt), Input::Dropped(_)),
@@ -1310,7 +1310,7 @@ fn blind_data_or_fin_does_not_acknowledge() {
     }
     assert_eq!(client.rcv_nxt(), rcv_nxt);
     // Within the window, the ack counts.
-    let pkt = forge(true, PATH_ID, rcv_nxt, snd_nxt, &Body::Data(&payload));
+    let pkt = forge(true, PATH_ID, rcv_nxt, snd_nxt, &Body::data(&payload));
     assert_eq!(feed(&mut client, MS, &pkt), Input::Store { seq: rcv_nxt });
     assert_eq!(client.snd_una(), snd_nxt);
 }
@@ -1321,7 +1321,7 @@ fn data_with_an_invalid_ack_is_not_stored() {
     let rcv_nxt = client.rcv_nxt();
     let payload = [0u8; 10];
     for ack in [client.snd_nxt() + 1, u64::MAX >> 3] {
-        let pkt = forge(true, PATH_ID, rcv_nxt, ack, &Body::Data(&payload));
+        let pkt = forge(true, PATH_ID, rcv_nxt, ack, &Body::data(&payload));
         assert_eq!(
             feed(&mut client, MS, &pkt),
             Input::Dropped(DropReason::Invalid)
@@ -3056,7 +3056,7 @@ fn random_packets_never_panic() {
                 0 => Body::Syn(Handshake::new(rnd(), rnd() as u32, src_port, dst_port, &[])),
                 1 => Body::SynAck(Handshake::new(rnd(), rnd() as u32, src_port, dst_port, &[])),
                 2 | 3 => Body::Ack(Sack::new(rnd(), rnd() as u32, h.ack, &bitmap)),
-                4 => Body::Data(&payload),
+                4 => Body::data(&payload),
                 5 => Body::Fin,
                 6 => Body::Probe(mrc_proto::Probe {
                     nonce: rnd(),
@@ -3404,7 +3404,7 @@ fn emit_data_head_seals_a_header_for_a_payload_elsewhere() {
     pkt.extend_from_slice(&payload);
     assert_eq!(
         mrc_proto::decode(&pkt).unwrap().body,
-        mrc_proto::Body::Data(&payload[..])
+        mrc_proto::Body::data(&payload[..])
     );
     // A checksum over other bytes than the payload sent does not decode.
     mrc_conn::emit_data_head(&mut head, &buf, &tx, |c| mrc_proto::crc32c(c, &[8u8; 100])).unwrap();

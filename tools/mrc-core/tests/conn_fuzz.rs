@@ -900,7 +900,10 @@ impl World {
             assert_eq!(seq, pkt.header.seq, "{name}: Store names another seq");
             assert!(seq < SEQ_LIMIT, "{name}: stored seq beyond SEQ_LIMIT");
             assert!(p.ever_stored.insert(seq), "{name}: seq {seq} stored twice");
-            p.held.insert(seq, payload.to_vec());
+            p.held.insert(
+                seq,
+                payload.bytes().expect("decode keeps the bytes").to_vec(),
+            );
         }
         Some(res)
     }
@@ -1049,7 +1052,7 @@ impl World {
                 )
                 .with_delay(u64::from(f.delay)),
             ),
-            PacketType::Data => Body::Data(&payload),
+            PacketType::Data => Body::data(&payload),
             PacketType::Fin => Body::Fin,
             PacketType::Rst => Body::Rst,
             PacketType::Probe => Body::Probe(probe),

@@ -208,8 +208,8 @@ fn round_trip_every_type() {
         Body::Ack(Sack::new(123_456_789, 65536, 1001, &bitmap)),
         Body::Ack(Sack::new(0, 0, 1000, &[])),
         Body::Ack(Sack::new(0, 0, 1000, &[]).with_delay(1_000_000)),
-        Body::Data(b"hello, world"),
-        Body::Data(&[]),
+        Body::data(b"hello, world"),
+        Body::data(&[]),
         Body::Fin,
         Body::Rst,
         Body::Probe(probe),
@@ -229,7 +229,7 @@ fn passive_round_trips_on_every_type() {
         Body::Syn(Handshake::new(5, 1 << 20, 4791, 80, &eps)),
         Body::SynAck(Handshake::new(6, 0, 80, 4791, &eps)),
         Body::Ack(Sack::new(1, 65536, 1001, &bitmap)),
-        Body::Data(b"hello"),
+        Body::data(b"hello"),
         Body::Fin,
         Body::Rst,
         Body::Probe(probe),
@@ -288,7 +288,7 @@ fn data_fragment_flags() {
         Flags::FIRST | Flags::ECE,
     ] {
         let h = Header { flags, ..header() };
-        let bytes = round_trip(&h, &Body::Data(b"x"));
+        let bytes = round_trip(&h, &Body::data(b"x"));
         let pkt = decode(&bytes).unwrap();
         assert_eq!(pkt.header.flags.first(), flags.first());
         assert_eq!(pkt.header.flags.last(), flags.last());
@@ -429,7 +429,7 @@ fn sack_delay_is_carried_in_nanoseconds_and_saturates() {
 
 #[test]
 fn peek_header_needs_only_the_header() {
-    let bytes = enc(&header(), &Body::Data(b"payload bytes"));
+    let bytes = enc(&header(), &Body::data(b"payload bytes"));
     let h = peek_header(&bytes[..HEADER_LEN]).unwrap();
     assert_eq!(h.payload_len, 13);
     assert_eq!(h.wire_len(), Some(bytes.len()));
@@ -452,7 +452,7 @@ fn encode_header_then_seal() {
     buf[HEADER_LEN..].copy_from_slice(payload);
     assert_eq!(decode(&buf), Err(DecodeError::BadChecksum));
     seal(&mut buf).unwrap();
-    assert_eq!(buf, enc(&h, &Body::Data(payload)));
+    assert_eq!(buf, enc(&h, &Body::data(payload)));
     // seal refuses a buffer that does not match payload_len.
     assert_eq!(
         seal(&mut buf[..HEADER_LEN + 1]),
@@ -583,7 +583,7 @@ fn err_bad_version() {
 
 #[test]
 fn err_length_mismatch() {
-    let mut bytes = valid(&Body::Data(b"abcd"));
+    let mut bytes = valid(&Body::data(b"abcd"));
     // Truncated datagram.
     assert_eq!(
         decode(&bytes[..bytes.len() - 1]),
@@ -600,7 +600,7 @@ fn err_length_mismatch() {
 
 #[test]
 fn err_bad_checksum() {
-    let mut bytes = valid(&Body::Data(b"abcd"));
+    let mut bytes = valid(&Body::data(b"abcd"));
     *bytes.last_mut().unwrap() ^= 0x80;
     assert_eq!(decode(&bytes), Err(DecodeError::BadChecksum));
     let mut bytes = valid(&Body::Fin);
@@ -625,8 +625,8 @@ fn err_bad_flags() {
     let cases = [
         (Body::Fin, Flags::FIRST),
         (Body::Ack(Sack::new(0, 0, 1000, &[])), Flags::LAST),
-        (Body::Data(b"x"), Flags::NACK),
-        (Body::Data(b"x"), Flags(0x0010)),
+        (Body::data(b"x"), Flags::NACK),
+        (Body::data(b"x"), Flags(0x0010)),
         (Body::Probe(Probe::default()), Flags(0x8000)),
         // The direction bit does not make the other reserved bits or a disallowed modifier
         // acceptable.
@@ -851,7 +851,7 @@ fn every_decode_error_is_tested() {
 #[test]
 fn encode_buffer_too_small() {
     let bodies = [
-        Body::Data(b"0123456789"),
+        Body::data(b"0123456789"),
         Body::Fin,
         Body::Probe(Probe::default()),
     ];
@@ -994,4 +994,173 @@ fn loopback_and_link_local_endpoints_need_a_like_handshake_address() {
         assert!(screen_peer_endpoint(&ep, Some(&ll4)));
         assert!(screen_peer_endpoint(&ep, Some(&ll6)));
     }
+}
+
+// --- DATA with the payload elsewhere --------------------------------------------------------
+
+/// `decode_data` on `bytes` as a socket buffer would give them: the fixed header (or what
+/// there is of it) at hand, the payload checksummed where it lies, in pieces of `piece` bytes.
+fn decode_split(bytes: &[u8], piece: usize) -> Result<Packet<'static>, DecodeError> {
+    let head = &bytes[..bytes.len().min(HEADER_LEN)];
+    decode_data(head, bytes.len(), |mut crc, n| {
+        let payload = bytes.get(HEADER_LEN..)?.get(..n)?;
+        for p in payload.chunks(piece.max(1)) {
+            crc = crc32c_raw(crc, p);
+        }
+        Some(crc)
+    })
+}
+
+#[test]
+fn decode_data_accepts_what_decode_accepts() {
+    for payload in [&b""[..], b"x", b"0123456789", &[0xA5; 1500]] {
+        for flags in [
+            Flags::default(),
+            Flags::FIRST | Flags::LAST,
+            Flags::ECE | Flags::PASSIVE,
+        ] {
+            let h = Header { flags, ..header() };
+            let bytes = enc(&h, &Body::data(payload));
+            let full = decode(&bytes).expect("decode");
+            for piece in [1, 7, 64, 4096] {
+                let pkt = decode_split(&bytes, piece).expect("decode_data");
+                assert_eq!(pkt.header, full.header);
+                let Body::Data(d) = pkt.body else {
+                    panic!("not DATA: {:?}", pkt.body);
+                };
+                assert_eq!(d.len(), payload.len());
+                assert_eq!(d.is_empty(), payload.is_empty());
+                assert_eq!(d.bytes(), None);
+                assert_eq!(pkt.body.wire_len(), Some(payload.len()));
+            }
+            // Bytes after the header in `head` are not read.
+            let pkt = decode_data(&bytes, bytes.len(), |crc, n| {
+                Some(crc32c_raw(crc, &bytes[HEADER_LEN..HEADER_LEN + n]))
+            });
+            assert_eq!(pkt.map(|p| p.header), Ok(full.header));
+        }
+    }
+}
+
+#[test]
+fn decode_data_rejects_a_bad_checksum() {
+    let bytes = valid(&Body::data(b"abcdefgh"));
+    for i in (0..bytes.len()).filter(|i| !(4..8).contains(i) && !(36..40).contains(i)) {
+        let mut bad = bytes.clone();
+        bad[i] ^= 0x04;
+        let want = if i < 4 {
+            DecodeError::BadMagic
+        } else {
+            DecodeError::BadChecksum
+        };
+        assert_eq!(decode_split(&bad, 3), Err(want), "byte {i}");
+        assert_eq!(decode(&bad), Err(want), "byte {i}");
+    }
+    // A payload reader that returns a wrong register.
+    assert_eq!(
+        decode_data(&bytes, bytes.len(), |crc, _| Some(crc ^ 1)),
+        Err(DecodeError::BadChecksum)
+    );
+}
+
+#[test]
+fn decode_data_rejects_a_wrong_length() {
+    let mut bytes = valid(&Body::data(b"abcd"));
+    // The datagram is shorter or longer than the header says.
+    assert_eq!(
+        decode_split(&bytes[..bytes.len() - 1], 2),
+        Err(DecodeError::LengthMismatch)
+    );
+    let head = bytes[..HEADER_LEN].to_vec();
+    for len in [HEADER_LEN, HEADER_LEN + 3, HEADER_LEN + 5, usize::MAX] {
+        let called = std::cell::Cell::new(false);
+        let got = decode_data(&head, len, |crc, _| {
+            called.set(true);
+            Some(crc)
+        });
+        assert_eq!(got, Err(DecodeError::LengthMismatch), "len {len}");
+        assert!(!called.get(), "payload read for a wrong length");
+    }
+    // The payload cannot be read.
+    assert_eq!(
+        decode_data(&head, bytes.len(), |_, _| None),
+        Err(DecodeError::LengthMismatch)
+    );
+    // The reader is asked for exactly the payload.
+    let mut asked = 0;
+    let _ = decode_data(&head, bytes.len(), |crc, n| {
+        asked = n;
+        Some(crc)
+    });
+    assert_eq!(asked, 4);
+    // Shorter than a header, or no header at hand.
+    for n in 0..HEADER_LEN {
+        assert_eq!(decode_split(&bytes[..n], 1), Err(DecodeError::Short));
+        assert_eq!(
+            decode_data(&bytes[..n], bytes.len(), |crc, _| Some(crc)),
+            Err(DecodeError::Short)
+        );
+    }
+    // Huge payload_len.
+    set_u32(&mut bytes, 36, u32::MAX);
+    assert_eq!(decode_split(&bytes, 2), Err(DecodeError::LengthMismatch));
+}
+
+#[test]
+fn decode_data_rejects_other_types() {
+    let eps = [Endpoint::v4([192, 0, 2, 1], 4791, false)];
+    let bitmap = [0x05u8];
+    let probe = Probe { nonce: 7, ts: 9 };
+    for body in [
+        Body::Syn(Handshake::new(1, 2, 3, 4, &eps)),
+        Body::SynAck(Handshake::new(1, 2, 3, 4, &eps)),
+        Body::Ack(Sack::new(0, 100, 1000, &bitmap)),
+        Body::Fin,
+        Body::Rst,
+        Body::Probe(probe),
+        Body::ProbeAck(probe),
+    ] {
+        let bytes = valid(&body);
+        assert!(decode(&bytes).is_ok());
+        assert_eq!(
+            decode_split(&bytes, 5),
+            Err(DecodeError::BadBody),
+            "{:?}",
+            body.packet_type()
+        );
+    }
+    // A DATA header with another type value: unknown, or the checks of its type.
+    for t in [0u16, 9, 15] {
+        let mut bytes = valid(&Body::data(b"abcd"));
+        set_u16(&mut bytes, 6, t);
+        reseal(&mut bytes);
+        assert_eq!(decode_split(&bytes, 1), Err(DecodeError::UnknownType));
+    }
+    let mut bytes = valid(&Body::data(b"abcd"));
+    set_u16(&mut bytes, 6, PacketType::Data.to_wire() | Flags::NACK.0);
+    reseal(&mut bytes);
+    assert_eq!(decode_split(&bytes, 1), Err(DecodeError::BadFlags));
+    set_u16(&mut bytes, 6, PacketType::Fin.to_wire());
+    reseal(&mut bytes);
+    assert_eq!(decode(&bytes), Err(DecodeError::BadBody));
+    assert_eq!(decode_split(&bytes, 1), Err(DecodeError::BadBody));
+}
+
+#[test]
+fn a_payload_without_bytes_does_not_encode() {
+    let bytes = valid(&Body::data(b"abcd"));
+    let pkt = decode_split(&bytes, 4).expect("decode_data");
+    let mut out = vec![0u8; 256];
+    assert_eq!(
+        encode(&pkt.header, &pkt.body, &mut out),
+        Err(EncodeError::NoPayload)
+    );
+    assert_eq!(EncodeError::NoPayload.name(), "no_payload");
+    // With its bytes it encodes to the datagram again.
+    let with = Body::data(&bytes[HEADER_LEN..]);
+    assert_eq!(enc(&pkt.header, &with), bytes);
+    assert_eq!(
+        Payload::from(&bytes[HEADER_LEN..]),
+        Payload::new(&bytes[HEADER_LEN..])
+    );
 }

@@ -8,8 +8,11 @@
 //! delay, jitter, loss, duplication, corruption, reordering and outage schedule. Everything
 //! runs in virtual nanoseconds off one seeded generator, so a seed replays exactly.
 //!
-//! Corrupted datagrams get one byte flipped and are fed to `mrc_proto::decode`, which must
-//! reject them; the simulator counts decode errors and never hands such a packet to the core.
+//! Corrupted datagrams get one byte flipped and are fed to the decoder, which must reject them;
+//! the simulator counts decode errors and never hands such a packet to the core. As in the
+//! module, a DATA packet is decoded by `mrc_proto::decode_data`, its payload checksummed where
+//! it lies and kept by the glue, and every other packet by `mrc_proto::decode`; every DATA
+//! datagram also goes through `decode`, which must agree.
 //!
 //! Shared by the simulator tests (and meant for later multipath tests), so not every item is
 //! used by every test binary.
@@ -23,7 +26,7 @@ use std::rc::Rc;
 
 use mrc_core::mrc_conn::{self, Conn, ConnConfig, ConnError, Event, Input, State};
 use mrc_core::mrc_path::PathIds;
-use mrc_core::mrc_proto::{self, Body};
+use mrc_core::mrc_proto::{self, Body, DecodeError, Packet, PacketType, HEADER_LEN};
 
 /// One microsecond in nanoseconds.
 pub const US: u64 = 1_000;
@@ -691,9 +694,38 @@ impl Sim {
         self.service(to);
     }
 
+    /// Decodes a datagram as the module does: a DATA packet (by its type field) with
+    /// `decode_data`, which reads only the header and has the payload checksummed where it
+    /// lies, any other with `decode`. Records a violation where `decode_data` and `decode`
+    /// disagree on a DATA datagram.
+    fn decode_as_module<'a>(&mut self, bytes: &'a [u8]) -> Result<Packet<'a>, DecodeError> {
+        let decoded = mrc_proto::decode(bytes);
+        let is_data =
+            mrc_proto::peek_header(bytes).is_ok_and(|h| h.packet_type() == Some(PacketType::Data));
+        if !is_data {
+            return decoded;
+        }
+        let head = bytes.get(..HEADER_LEN).unwrap_or(bytes);
+        let fast = mrc_proto::decode_data(head, bytes.len(), |crc, n| {
+            let payload = bytes.get(HEADER_LEN..)?.get(..n)?;
+            Some(mrc_proto::crc32c_raw(crc, payload))
+        });
+        let summary = |r: &Result<Packet<'_>, DecodeError>| {
+            r.map(|p| (p.header, p.body.packet_type(), p.body.wire_len()))
+        };
+        if summary(&fast) != summary(&decoded) {
+            self.violations.push(format!(
+                "decode_data gave {:?}, decode {:?}",
+                summary(&fast),
+                summary(&decoded)
+            ));
+        }
+        fast
+    }
+
     /// Hands a datagram that arrived for node `to` to its core (or its listener).
     fn handle_arrival(&mut self, to: usize, path: usize, bytes: &[u8]) {
-        let pkt = match mrc_proto::decode(bytes) {
+        let pkt = match self.decode_as_module(bytes) {
             Ok(p) => p,
             Err(_) => {
                 self.net.decode_errors += 1;
@@ -746,8 +778,15 @@ impl Sim {
                     self.recoveries[to].push(now - at);
                 }
                 let node = &mut self.nodes[to];
-                let Body::Data(payload) = pkt.body else {
+                let Body::Data(data) = pkt.body else {
                     self.violations.push("Store for a non-DATA packet".into());
+                    return;
+                };
+                // The payload stays in the datagram, as in the module's socket buffer.
+                let Some(payload) = bytes.get(HEADER_LEN..).filter(|p| p.len() == data.len())
+                else {
+                    self.violations
+                        .push(format!("node {to}: DATA of {} bytes", data.len()));
                     return;
                 };
                 // The kernel holds payloads in a ring of WINDOW slots by `seq % WINDOW`.
