@@ -66,6 +66,26 @@
 //!   came from such an address ([`Conn::set_handshake_peer`],
 //!   [`mrc_proto::screen_peer_endpoint`]).
 //!
+//! # Anti-amplification
+//!
+//! A SYN's source address may be forged, and the accepting end answers it there: without a
+//! limit, one small spoofed SYN would make it send a SYN_ACK and every retransmission of it
+//! (each larger than the SYN when this end announces more endpoints) to whatever address the
+//! SYN named. So, as QUIC does before it has validated a client's address (RFC 9000, 8.1),
+//! the accepting end sends at most [`AMPLIFICATION_FACTOR`] (3) times the bytes it has
+//! received in the peer's SYNs until the handshake completes: the first SYN and every repeated
+//! one count as received, every SYN_ACK (first, retransmitted or challenge) and an RST as
+//! sent. A packet that would go beyond is not sent ([`ConnStats::amp_limited`]); the
+//! handshake timer runs on, so a SYN nobody repeats fails with [`ConnError::TimedOut`] after
+//! [`ConnConfig::syn_retries`] as an unanswered handshake does, with at most three times its
+//! bytes sent towards its source. A repeated SYN raises the limit and is answered at once, so
+//! an honest client whose SYN_ACKs were lost still completes: its retransmitted SYN brings
+//! the SYN_ACK it waits for. A SYN_ACK more than three times the size of the SYN (this end
+//! announces many more endpoints than the peer) waits for the SYNs that make room for it.
+//! The peer's ACK or DATA echoes this end's initial sequence number, which went only to the
+//! SYN's source, so it proves that the peer receives there, and the limit ends. The
+//! connecting end chose the address it sends to and has no such limit.
+//!
 //! # Message bytes stay in the glue
 //!
 //! The core never sees message contents. [`Conn::send_message`] takes a length and returns a
@@ -185,7 +205,8 @@ use super::mrc_path::{
 };
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
-    HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS, MAX_SACK_BITS, MAX_SACK_BYTES,
+    ENDPOINT_LEN, HANDSHAKE_FIXED_LEN, HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS,
+    MAX_SACK_BITS, MAX_SACK_BYTES,
 };
 
 /// Packets in flight one connection tracks per direction: what one SACK bitmap describes.
@@ -228,6 +249,11 @@ const CHALLENGE_ACK_LIMIT: u8 = 4;
 
 /// Interval over which [`CHALLENGE_ACK_LIMIT`] applies.
 const CHALLENGE_ACK_INTERVAL_NS: u64 = 100_000_000;
+
+/// Until the handshake completes, the accepting end sends at most this many times the bytes
+/// it received in the peer's SYNs (QUIC's anti-amplification limit, RFC 9000, 8.1): see
+/// "Anti-amplification" in the module documentation.
+pub const AMPLIFICATION_FACTOR: u64 = 3;
 
 /// While a packet is missing, an acknowledgement waits at most the minimum RTT divided by
 /// this (see [`Conn::schedule_ack`]).
@@ -688,6 +714,10 @@ pub struct ConnStats {
     /// Endpoints the peer announced in its SYN or SYN_ACK that were refused (see
     /// [`mrc_proto::screen_peer_endpoint`]).
     pub endpoints_refused: u64,
+    /// Handshake packets (SYN_ACKs, an RST) not sent because the accepting end had sent as
+    /// much as [`AMPLIFICATION_FACTOR`] times the bytes of the peer's SYNs already (see
+    /// "Anti-amplification" in the module documentation).
+    pub amp_limited: u64,
     /// Orphans reset after [`ConnConfig::fin_timeout_ns`]: the peer did not finish the close
     /// (its FIN, or the acknowledgement of this end's FIN, never came) or kept its window
     /// closed.
@@ -878,6 +908,13 @@ fn slot_transmit(
 
 fn wire_len(payload: u32) -> u32 {
     payload.saturating_add(HEADER_LEN as u32)
+}
+
+/// Returns the datagram length of a SYN or SYN_ACK with the body `hs`, as its sender wrote it.
+fn handshake_len(hs: &Handshake<'_>) -> u64 {
+    let eps = u64::try_from(hs.endpoint_count()).unwrap_or(u64::MAX);
+    eps.saturating_mul(ENDPOINT_LEN as u64)
+        .saturating_add((HEADER_LEN + HANDSHAKE_FIXED_LEN) as u64)
 }
 
 fn min_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -1092,6 +1129,14 @@ pub struct Conn {
     challenge_count: u8,
     /// Address the handshake's packets come from ([`Conn::set_handshake_peer`]).
     hs_peer_addr: Option<Endpoint>,
+    /// The peer's address is not proven yet: what this end sends is held within
+    /// [`AMPLIFICATION_FACTOR`] times `amp_rx` (set by [`Conn::accept`], cleared when the
+    /// handshake completes).
+    amp_limited: bool,
+    /// Bytes of the peer's SYNs received while `amp_limited`.
+    amp_rx: u64,
+    /// Bytes sent while `amp_limited`.
+    amp_tx: u64,
 
     // Receive side.
     peer_isn: u64,
@@ -1202,6 +1247,9 @@ fn conn_fields_are_initialised(c: &Conn) {
         challenge_since_ns: _,
         challenge_count: _,
         hs_peer_addr: _,
+        amp_limited: _,
+        amp_rx: _,
+        amp_tx: _,
         peer_isn: _,
         rcv_nxt: _,
         rcv_high: _,
@@ -1350,6 +1398,9 @@ impl Conn {
             addr_of_mut!((*p).challenge_since_ns).write(0);
             addr_of_mut!((*p).challenge_count).write(0);
             addr_of_mut!((*p).hs_peer_addr).write(None);
+            addr_of_mut!((*p).amp_limited).write(false);
+            addr_of_mut!((*p).amp_rx).write(0);
+            addr_of_mut!((*p).amp_tx).write(0);
             addr_of_mut!((*p).peer_isn).write(0);
             addr_of_mut!((*p).rcv_nxt).write(0);
             addr_of_mut!((*p).rcv_high).write(0);
@@ -1737,6 +1788,8 @@ impl Conn {
         let path_id = self.first_path_id().ok_or(OpenError::NoPath)?;
         self.set_local_eps(endpoints)?;
         self.passive = false;
+        // This end chose the address it connects to; nobody makes it send there.
+        self.amp_limited = false;
         self.session_id = session_id;
         self.start_send_side(isn);
         self.hs_path_id = path_id;
@@ -1780,6 +1833,11 @@ impl Conn {
         self.set_local_eps(endpoints)?;
         self.take_peer_eps(&hs);
         self.passive = true;
+        // The SYN's source address may be forged: until the peer proves it receives there
+        // (the handshake completes), the SYN's bytes bound what goes back.
+        self.amp_limited = true;
+        self.amp_rx = handshake_len(&hs);
+        self.amp_tx = 0;
         self.paths.set_heartbeat_yield(true);
         self.session_id = syn.header.session_id;
         self.local_port = hs.dst_port;
@@ -2097,12 +2155,31 @@ impl Conn {
             self.rcv_nxt,
             &Body::Rst,
         )?;
+        if !self.amp_allow(len) {
+            return None;
+        }
         Some(Transmit {
             path,
             len,
             data: None,
             kind: PacketType::Rst,
         })
+    }
+
+    /// Takes a packet of `len` bytes about to be sent against the anti-amplification limit:
+    /// returns whether it may go, and counts it in [`ConnStats::amp_limited`] if not.
+    fn amp_allow(&mut self, len: usize) -> bool {
+        if !self.amp_limited {
+            return true;
+        }
+        let len = u64::try_from(len).unwrap_or(u64::MAX);
+        let sent = self.amp_tx.saturating_add(len);
+        if sent > self.amp_rx.saturating_mul(AMPLIFICATION_FACTOR) {
+            self.stats.amp_limited = self.stats.amp_limited.saturating_add(1);
+            return false;
+        }
+        self.amp_tx = sent;
+        true
     }
 
     fn build_handshake(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
@@ -2135,6 +2212,10 @@ impl Conn {
             &body,
         )?;
         self.hs_due = false;
+        if !self.amp_allow(len) {
+            // Withheld: a repeated SYN raises the limit and asks for it again.
+            return None;
+        }
         self.hs_sent_ns = now_ns;
         self.last_adv_rwnd = rwnd;
         Some(Transmit {
@@ -2663,7 +2744,8 @@ impl Conn {
                     if !self.ports_match(&hs) {
                         return Input::Dropped(DropReason::Invalid);
                     }
-                    // Our SYN_ACK was lost: send it again.
+                    // Our SYN_ACK was lost: send it again. The SYN adds to what may be sent.
+                    self.amp_rx = self.amp_rx.saturating_add(handshake_len(&hs));
                     self.hs_due = true;
                     Input::Consumed
                 }
@@ -2699,6 +2781,9 @@ impl Conn {
     fn establish(&mut self, now_ns: u64) {
         self.handshake_rtt_sample(now_ns);
         self.state = State::Established;
+        // The peer echoed this end's initial sequence number, which only went to its
+        // handshake address: it receives there.
+        self.amp_limited = false;
         self.hs_due = false;
         self.hs_deadline = None;
         self.hs_backoff = 0;

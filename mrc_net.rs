@@ -181,6 +181,9 @@ struct Stats {
     tx_rst: AtomicU64,
     /// RSTs for unknown sessions not sent: over the rate limit.
     tx_rst_limited: AtomicU64,
+    /// Handshake packets not sent: three times the bytes of the SYNs
+    /// received from a peer whose address is not proven were sent already.
+    tx_amp_limited: AtomicU64,
     tx_errors: AtomicU64,
 }
 
@@ -212,6 +215,7 @@ impl Stats {
             tx_bytes: AtomicU64::new(0),
             tx_rst: AtomicU64::new(0),
             tx_rst_limited: AtomicU64::new(0),
+            tx_amp_limited: AtomicU64::new(0),
             tx_errors: AtomicU64::new(0),
         }
     }
@@ -735,6 +739,14 @@ impl MrcNet {
         self.stats.orphan_timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts handshake packets a connection did not send, to stay within
+    /// three times what the peer's SYNs brought.
+    pub(crate) fn count_amp_limited(&self, n: u64) {
+        if n > 0 {
+            self.stats.tx_amp_limited.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// Counts a connection reset at close for want of an orphan slot.
     pub(crate) fn count_orphan_refused(&self) {
         self.stats.orphans_refused.fetch_add(1, Ordering::Relaxed);
@@ -1124,6 +1136,7 @@ impl ProcShow for MrcNet {
         writeln!(out, "orphans {}", mrc_sock::orphans())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_rst_limited {}", get(&s.tx_rst_limited))?;
+        writeln!(out, "tx_amp_limited {}", get(&s.tx_amp_limited))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
         writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;

@@ -752,6 +752,8 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     // The peer's endpoints are known now (SYN_ACK).
                     s.open_planes(net, now);
                     net.count_conn_opened();
+                    // Only a handshake holds packets back for amplification.
+                    net.count_amp_limited(s.conn.stats().amp_limited);
                     sk.notify(nl::MRC_CMD_CONN_ESTABLISHED, |m| {
                         conn_event(m, sk, s.conn.session_id(), &inner.local, &inner.peer, 0)
                     });
@@ -782,6 +784,9 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     after.state = true;
                 }
                 Event::Closed(e) => {
+                    if inner.mode == Mode::Connecting {
+                        net.count_amp_limited(s.conn.stats().amp_limited);
+                    }
                     inner.mode = Mode::Closed;
                     after.parent_lost = inner.parent.take();
                     let errno = e.map_or(0, mrc_sys::errno_of);

@@ -89,9 +89,9 @@ def cmd_unknown_flood(args):
     print(f"sent {args.count} {took}")
 
 
-def cmd_syn(args):
-    """Sends one SYN for a new session from SRC to DST:PORT's MRC listener on
-    MRC port DPORT, announcing the given endpoints (ADDR:PORT each)."""
+def syn_packet(args, sid):
+    """A SYN for session SID to MRC port ARGS.dport_mrc, announcing
+    ARGS.endpoints (ADDR:PORT each)."""
     eps = b""
     for e in args.endpoints:
         ip, port = e.rsplit(":", 1)
@@ -100,10 +100,72 @@ def cmd_syn(args):
         raw = socket.inet_pton(fam, ip).ljust(16, b"\0")
         eps += ENDPOINT.pack(6 if fam == socket.AF_INET6 else 4, 0, int(port), raw)
     body = HS_FIXED.pack(rand64(), 1 << 20, args.sport_mrc, args.dport_mrc, len(args.endpoints)) + eps
+    return seal(TYPES["syn"], sid, 0, 0, 0, body)
+
+
+def cmd_syn(args):
+    """Sends one SYN for a new session from SRC to DST:PORT's MRC listener on
+    MRC port DPORT, announcing the given endpoints (ADDR:PORT each)."""
     sid = rand64(1 << 64)
     s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
-    s.sendto(seal(TYPES["syn"], sid, 0, 0, 0, body), (args.dst, args.port))
+    s.sendto(syn_packet(args, sid), (args.dst, args.port))
     print(f"syn {sid:016x}")
+
+
+def inet_sum(data):
+    """The one's complement sum of DATA as 16-bit words (RFC 1071)."""
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return total
+
+
+def cmd_spoof_syn(args):
+    """Sends COUNT SYNs, each for a new session, to DST:PORT's MRC listener on
+    MRC port DPORT with the forged IPv4 source SRC:SPORT (a raw socket: needs
+    CAP_NET_RAW); prints how many and their bytes (UDP payload)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
+    total = 0
+    for _ in range(args.count):
+        payload = syn_packet(args, rand64(1 << 64))
+        ulen = 8 + len(payload)
+        udp = struct.pack("!HHHH", args.sport, args.port, ulen, 0) + payload
+        pseudo = src + dst + struct.pack("!BBH", 0, socket.IPPROTO_UDP, ulen)
+        csum = (~inet_sum(pseudo + udp)) & 0xFFFF or 0xFFFF
+        udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
+        # The kernel fills in the IP checksum, the total length and the id.
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 0, 0, 0, 64, socket.IPPROTO_UDP, 0, src, dst)
+        s.sendto(ip + udp, (args.dst, 0))
+        total += len(payload)
+    print(f"sent {args.count} {total}")
+
+
+def cmd_udp_count(args):
+    """Counts the MRC datagrams (by their magic) arriving at ADDR:PORT, an
+    ordinary UDP socket, from when it prints "listening" until SECONDS after
+    the file GO exists; prints how many and their bytes (UDP payload)."""
+    s = socket.socket(family_of(args.addr), socket.SOCK_DGRAM)
+    s.bind((args.addr, args.port))
+    print("listening", flush=True)
+    n = total = 0
+    end = None
+    deadline = time.monotonic() + 600
+    while True:
+        now = time.monotonic()
+        if end is None and os.path.exists(args.go):
+            end = now + args.seconds
+        stop = end if end is not None else deadline
+        if now >= stop:
+            break
+        if select.select([s], [], [], min(0.1, stop - now))[0]:
+            d = s.recv(65536)
+            if len(d) >= 4 and struct.unpack("!I", d[:4])[0] == MAGIC:
+                n += 1
+                total += len(d)
+    print(f"received {n} {total}")
 
 
 def cmd_tiny_sink(args):
@@ -263,6 +325,22 @@ def main():
     c.add_argument("endpoints", nargs="*")
     c.add_argument("--sport-mrc", type=int, default=40000)
     c.set_defaults(fn=cmd_syn)
+    c = sub.add_parser("spoof-syn")
+    c.add_argument("dst")
+    c.add_argument("port", type=int)
+    c.add_argument("dport_mrc", type=int)
+    c.add_argument("endpoints", nargs="*")
+    c.add_argument("--src", required=True)
+    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--count", type=int, default=1)
+    c.add_argument("--sport-mrc", type=int, default=40000)
+    c.set_defaults(fn=cmd_spoof_syn)
+    c = sub.add_parser("udp-count")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("--seconds", type=float, default=8)
+    c.add_argument("--go", required=True)
+    c.set_defaults(fn=cmd_udp_count)
     c = sub.add_parser("tiny-sink")
     c.add_argument("addr")
     c.add_argument("port", type=int)

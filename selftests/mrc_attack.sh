@@ -7,7 +7,9 @@
 # where the attacker has to guess. The connection carries on and delivers
 # every byte; each forgery is dropped and counted under its reason. An
 # unprivileged user cannot read session ids at all. Answers to packets for
-# unknown sessions are rate-limited. A flood of one-byte messages is held
+# unknown sessions are rate-limited. A listener is no amplifier: SYNs with a
+# forged source get back at most three times their bytes. A flood of
+# one-byte messages is held
 # within the receiving socket's buffer, counted at the packets' real size.
 # A local user cannot bind foreign addresses or privileged ports, nor reach
 # a listener bound to loopback from the network.
@@ -156,6 +158,37 @@ echo "# $sent packets sent in $us us, handled within $ms ms: $rst RSTs, $lim lim
 mrc_check "unknown sessions: RSTs within the rate limit" ok \
 	"$([ "$rst" -le "$bound" ] && echo ok || echo "$rst > $bound")"
 
+# A listener as an amplifier: SYNs from the attacker with the client's
+# address as their source, and as their UDP port one where an ordinary
+# socket counts what arrives; each for a new session that nobody completes.
+# The victim gets at most three times the SYNs' bytes, however long the
+# half-open connections retransmit (nine SYN_ACKs over 51 s each, seven of
+# them within the 6.3 s after the SYN, were the SYN_ACKs not held back).
+ip netns exec "$b" sh -c 'for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 >"$f"; done'
+ip netns exec "$b" $ATTACK listen 10.77.0.2 9300 --seconds 240 >"$tmp/amp.out" 2>&1 &
+amp=$!
+amp_listening() { grep -q '^listening' "$tmp/amp.out"; }
+mrc_wait_for 60 amp_listening || mrc_fail "the listener for forged SYNs did not start"
+ip netns exec "$a" $ATTACK udp-count 10.77.0.1 9999 --seconds 8 --go "$tmp/amp-go" \
+	>"$tmp/victim.out" 2>&1 &
+victim=$!
+victim_listening() { grep -q '^listening' "$tmp/victim.out"; }
+mrc_wait_for 60 victim_listening || mrc_fail "the victim's socket did not start"
+syns=5
+amp0=$(mrc_stat "$b" tx_amp_limited)
+read -r _ nsyn syn_bytes <<<"$(ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9300 \
+	--src 10.77.0.1 --sport 9999 --count $syns)"
+touch "$tmp/amp-go"
+wait $victim
+read -r _ nrx rx_bytes <<<"$(tail -n 1 "$tmp/victim.out")"
+echo "# ${nsyn:-no} forged SYNs of ${syn_bytes:-0} bytes in all: the victim got ${nrx:-no} MRC datagrams, ${rx_bytes:-0} bytes"
+mrc_check "amplification: the listener answered the forged SYNs" ok \
+	"$([ "${nsyn:-0}" -eq $syns ] && [ "${nrx:-0}" -gt 0 ] && echo ok ||
+		echo "$(tail -n 1 "$tmp/victim.out")")"
+mrc_check "amplification: the victim got at most three times the SYNs' bytes" ok \
+	"$([ "${rx_bytes:-0}" -le $((3 * ${syn_bytes:-0})) ] && echo ok ||
+		echo "${rx_bytes:-0} > 3 * ${syn_bytes:-0}")"
+
 # A peer that floods one-byte messages at a reader that reads nothing: the
 # receiving host holds at most twice the socket's receive buffer of them,
 # counted at their real size, and the sender is held back; once the reader
@@ -203,6 +236,16 @@ mrc_check "a listener on 127.0.0.1 is not reachable from the network" ECONNREFUS
 	"$(ip netns exec "$a" $ATTACK connect 10.77.0.2 9200)"
 kill $lo 2>/dev/null
 wait $lo 2>/dev/null
+
+# The half-open connections of the forged SYNs fail once their handshake
+# times out, about 51 s after the SYNs; each held back six SYN_ACKs at least
+# (three of the size of the SYN fit in its budget, fewer of a larger size).
+withheld() { mrc_stat_cmp "$b" tx_amp_limited -ge $((${amp0:-0} + 6 * syns)); }
+mrc_wait_for 90 withheld
+mrc_check "amplification: the SYN_ACKs held back are counted" ok \
+	"$(withheld && echo ok || echo "tx_amp_limited $(mrc_stat "$b" tx_amp_limited) from ${amp0:-none}")"
+kill $amp 2>/dev/null
+wait $amp 2>/dev/null
 
 mrc_cleanup
 rm -rf "$tmp"

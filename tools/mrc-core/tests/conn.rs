@@ -464,6 +464,201 @@ fn lost_handshake_ack_is_resent_on_duplicate_synack() {
     assert_eq!(server.state(), State::Established);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Anti-amplification of the accepting end
+// ---------------------------------------------------------------------------------------------
+
+/// `n` distinct routable IPv4 endpoints.
+fn endpoints(n: usize) -> Vec<Endpoint> {
+    (0..n)
+        .map(|i| Endpoint::v4([10, 9, i as u8, 1], 6000, false))
+        .collect()
+}
+
+/// The kernel's handshake settings: nine SYN_ACKs before the handshake gives up.
+fn kernel_handshake() -> ConnConfig {
+    ConnConfig {
+        syn_retries: 8,
+        ..ConnConfig::default()
+    }
+}
+
+/// A SYN announcing `syn_eps` endpoints that nobody repeats or answers, accepted by a server
+/// announcing `server_eps`: runs the server until its handshake fails; returns the bytes of the
+/// SYN, the bytes of each packet the server sent, and the server.
+fn unanswered_syn(syn_eps: usize, server_eps: usize) -> (usize, Vec<usize>, Box<Conn>) {
+    let mut client = new_conn(kernel_handshake());
+    let mut server = new_conn(kernel_handshake());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client
+        .connect(0, SESSION, CLIENT_ISN, &endpoints(syn_eps))
+        .unwrap();
+    let syn = drain(&mut client, 0).remove(0);
+    server
+        .accept(
+            0,
+            &decode(&syn).unwrap(),
+            SERVER_ISN,
+            &endpoints(server_eps),
+        )
+        .unwrap();
+    let mut sent = vec![];
+    let mut now = 0;
+    loop {
+        for p in drain(&mut server, now) {
+            assert_eq!(kind(&p), PacketType::SynAck);
+            sent.push(p.len());
+        }
+        let Some(t) = server.next_timeout(now) else {
+            break;
+        };
+        now = t;
+        server.on_timeout(now);
+    }
+    (syn.len(), sent, server)
+}
+
+#[test]
+fn unanswered_syn_gets_at_most_three_times_its_bytes() {
+    // (endpoints in the SYN, endpoints in the SYN_ACK, SYN_ACKs expected)
+    for (syn_eps, server_eps, synacks) in [
+        // As large as the SYN: three of the nine.
+        (0, 0, 3),
+        // Larger: as many as fit.
+        (0, 2, 1),
+        (1, 4, 1),
+        // More than three times larger: none.
+        (1, 16, 0),
+        // Much smaller: all nine fit.
+        (16, 1, 9),
+    ] {
+        let (syn, sent, server) = unanswered_syn(syn_eps, server_eps);
+        let out: usize = sent.iter().sum();
+        assert!(
+            out <= 3 * syn,
+            "{syn_eps}/{server_eps} endpoints: {out} bytes sent for a {syn}-byte SYN"
+        );
+        assert_eq!(sent.len(), synacks, "{syn_eps}/{server_eps} endpoints");
+        // The others were withheld and counted, and the handshake failed as an unanswered
+        // one does.
+        assert_eq!(server.stats().amp_limited, 9 - synacks as u64);
+        assert_eq!(server.state(), State::Closed(Some(ConnError::TimedOut)));
+    }
+}
+
+/// Runs a handshake in which the server's first `lost` SYN_ACKs are lost, and the client's
+/// SYNs whose indices (0 the first) `lost_syns` names, every other packet arriving after `owd`
+/// ns; checks after every step that the server has sent at most three times the bytes of the
+/// SYNs it received. Returns the time both ends were established.
+fn lossy_handshake(server_eps: usize, lost: usize, lost_syns: &[usize], owd: u64) -> u64 {
+    let mut client = new_conn(kernel_handshake());
+    let mut server = new_conn(kernel_handshake());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    // In flight: (arrival, to the server, bytes).
+    let mut net: Vec<(u64, bool, Vec<u8>)> = vec![];
+    let (mut syn_in, mut out, mut dropped, mut syns) = (0, 0, 0, 0);
+    let mut now = 0;
+    for _ in 0..10_000 {
+        for p in drain(&mut client, now) {
+            if kind(&p) == PacketType::Syn {
+                syns += 1;
+                if lost_syns.contains(&(syns - 1)) {
+                    continue;
+                }
+            }
+            net.push((now + owd, true, p));
+        }
+        for p in drain(&mut server, now) {
+            if server.state() == State::SynReceived || server.state() == State::Idle {
+                out += p.len();
+            }
+            if kind(&p) == PacketType::SynAck && dropped < lost {
+                dropped += 1;
+                continue;
+            }
+            net.push((now + owd, false, p));
+        }
+        assert!(
+            out <= 3 * syn_in,
+            "server sent {out} bytes for {syn_in} bytes of SYNs at {now}"
+        );
+        if client.state() == State::Established && server.state() == State::Established {
+            assert_eq!(dropped, lost);
+            return now;
+        }
+        let next_pkt = net.iter().map(|(t, _, _)| *t).min();
+        let timers = [client.next_timeout(now), server.next_timeout(now)];
+        now = timers.into_iter().flatten().chain(next_pkt).min().unwrap();
+        net.sort_by_key(|(t, _, _)| *t);
+        while net.first().is_some_and(|(t, _, _)| *t <= now) {
+            let (_, to_server, p) = net.remove(0);
+            if !to_server {
+                feed(&mut client, now, &p);
+            } else if server.state() == State::Idle {
+                server
+                    .accept(
+                        now,
+                        &decode(&p).unwrap(),
+                        SERVER_ISN,
+                        &endpoints(server_eps),
+                    )
+                    .unwrap();
+                syn_in += p.len();
+            } else {
+                if kind(&p) == PacketType::Syn && server.state() == State::SynReceived {
+                    syn_in += p.len();
+                }
+                feed(&mut server, now, &p);
+            }
+        }
+        client.on_timeout(now);
+        server.on_timeout(now);
+    }
+    panic!("the handshake did not complete");
+}
+
+#[test]
+fn lost_synacks_are_sent_again_as_repeated_syns_pay_for_them() {
+    // SYN_ACKs larger than the SYN (two endpoints): the first SYN pays for one. The first
+    // three are lost, and so are the client's second and third SYNs: the server's own
+    // retransmissions are held back until the fourth SYN (at 700 ms) pays for more, and the
+    // one that gets through answers the sixth (at 3.1 s).
+    let t = lossy_handshake(2, 3, &[1, 2], 10 * US);
+    assert_eq!(t, 3_100 * MS + 30 * US);
+    // Only SYN_ACKs lost: each repeated SYN brings one at once.
+    assert_eq!(lossy_handshake(2, 2, &[], 10 * US), 300 * MS + 30 * US);
+    // No loss: nothing is held back.
+    assert_eq!(lossy_handshake(2, 0, &[], 10 * US), 30 * US);
+}
+
+#[test]
+fn a_synack_much_larger_than_the_syn_waits_for_repeated_syns() {
+    // 381 bytes for 61: the SYN_ACK leaves once three SYNs (the first at 0, the second at
+    // 100 ms, the third at 300 ms) have paid for it.
+    let t = lossy_handshake(16, 0, &[], 10 * US);
+    assert_eq!(t, 300 * MS + 30 * US);
+}
+
+#[test]
+fn challenges_in_syn_received_stay_within_the_limit() {
+    // Forged RSTs within the window ask for the SYN_ACK again as a challenge, four per 100 ms:
+    // from a forged SYN, no more than three SYN_ACKs in all.
+    let (client, mut server) = syn_received();
+    drop(client);
+    let mut synacks = drain(&mut server, 0).len();
+    for i in 1..=50 {
+        let now = i * 30 * MS;
+        let rst = forge(false, PATH_ID, CLIENT_ISN + 1, 0, &Body::Rst);
+        feed(&mut server, now, &rst);
+        synacks += drain(&mut server, now).len();
+    }
+    assert_eq!(server.state(), State::SynReceived);
+    assert_eq!(synacks, 3);
+    assert!(server.stats().challenge_acks > 3);
+    assert!(server.stats().amp_limited > 0);
+}
+
 #[test]
 fn wrong_session_is_dropped() {
     let (mut client, _server) = established();

@@ -25,6 +25,8 @@
 //!   loop cannot spin;
 //! - sequence numbers stay below `SEQ_LIMIT`, `snd_una <= snd_nxt <= snd_una + WINDOW`, and
 //!   the counters, cumulative acks and message ids never go back;
+//! - an accepting end sends, before its handshake completes, at most three times the bytes of
+//!   the SYNs it took (the anti-amplification limit);
 //! - a sequence number is stored at most once, every delivered message consists of stored
 //!   payloads that add up to its length, messages come in order, and nothing follows
 //!   `Event::Closed`;
@@ -288,6 +290,10 @@ struct Peer {
     aborted: bool,
     salt: u8,
     prev: Snapshot,
+    /// Bytes of the SYNs an accepting end took before its handshake completed.
+    amp_in: u64,
+    /// Bytes an accepting end sent before its handshake completed.
+    amp_out: u64,
 }
 
 /// What must never go back.
@@ -303,7 +309,7 @@ struct Snapshot {
 }
 
 /// Every counter of [`ConnStats`], by name.
-fn stat_fields(s: &ConnStats) -> [(&'static str, u64); 23] {
+fn stat_fields(s: &ConnStats) -> [(&'static str, u64); 24] {
     [
         ("msgs_sent", s.msgs_sent),
         ("msgs_delivered", s.msgs_delivered),
@@ -328,6 +334,7 @@ fn stat_fields(s: &ConnStats) -> [(&'static str, u64); 23] {
         ("spurious_hedges", s.spurious_hedges),
         ("challenge_acks", s.challenge_acks),
         ("endpoints_refused", s.endpoints_refused),
+        ("amp_limited", s.amp_limited),
     ]
 }
 
@@ -397,6 +404,8 @@ impl Peer {
             aborted: false,
             salt,
             prev: Snapshot::default(),
+            amp_in: 0,
+            amp_out: 0,
         }
     }
 
@@ -612,6 +621,7 @@ impl World {
                 p.conn
                     .set_handshake_peer(Endpoint::v4([192, 0, 2, 1], 1, false));
                 p.conn.accept(now, &pkt, s.isn[2], &[]).expect("accept");
+                p.amp_in = n as u64;
                 self.peers.push(p);
             }
         }
@@ -656,6 +666,17 @@ impl World {
             n += 1;
             let bytes = self.finish(i, &tx, &mut buf);
             self.buf = buf;
+            let p = &mut self.peers[i];
+            if p.conn.is_passive() && !p.connected_seen {
+                p.amp_out += bytes.len() as u64;
+                assert!(
+                    p.amp_out <= 3 * p.amp_in,
+                    "{}: sent {} bytes before the handshake completed, for {} of SYNs",
+                    p.name,
+                    p.amp_out,
+                    p.amp_in
+                );
+            }
             if i < 2 {
                 let q = &mut self.net[1 - i];
                 q.push_back(bytes);
@@ -872,11 +893,17 @@ impl World {
         let p = &mut self.peers[i];
         if real && i == 1 && p.conn.state() == State::Idle {
             if let Body::Syn(_) = pkt.body {
-                let _ = p.conn.accept(now, &pkt, self.setup.isn[1], &[]);
+                if p.conn.accept(now, &pkt, self.setup.isn[1], &[]).is_ok() {
+                    p.amp_in = bytes.len() as u64;
+                }
                 return Some(Input::Consumed);
             }
         }
+        let syn_received = p.conn.state() == State::SynReceived;
         let res = p.conn.handle_packet_ecn(now, &pkt, ce);
+        if syn_received && res == Input::Consumed && matches!(pkt.body, Body::Syn(_)) {
+            p.amp_in += bytes.len() as u64;
+        }
         if self.count {
             let outcome = match res {
                 Input::Store { .. } => "Store".to_string(),
