@@ -82,9 +82,35 @@
 //! an honest client whose SYN_ACKs were lost still completes: its retransmitted SYN brings
 //! the SYN_ACK it waits for. A SYN_ACK more than three times the size of the SYN (this end
 //! announces many more endpoints than the peer) waits for the SYNs that make room for it.
-//! The peer's ACK or DATA echoes this end's initial sequence number, which went only to the
-//! SYN's source, so it proves that the peer receives there, and the limit ends. The
+//! The peer's ACK, DATA or PROBE echoes this end's initial sequence number, which went only
+//! to the SYN's source, so it proves that the peer receives there, and the limit ends. The
 //! connecting end chose the address it sends to and has no such limit.
+//!
+//! # Path validation
+//!
+//! The endpoints the peer announces are screened (above), but a peer could still announce
+//! the address of a third party: paths there would carry this end's data with a full window.
+//! So, as QUIC validates a new path before it sends there (RFC 9000, 8.2 and 9), a path the
+//! glue opens to an announced endpoint with [`Conn::add_peer_path`] carries no DATA until its
+//! address is proven: it is the handshake's address ([`Conn::set_handshake_peer`]; address
+//! and UDP port), or a probe on a path to it was answered with the nonce of that path's
+//! probe, which only a receiver at that address saw. Until then the path is Suspect with
+//! reason `Unvalidated`, out of the scheduler (no new data, no retransmission, no copy), and
+//! probed (Failed with that reason if its probes go unanswered, and probed as Failed paths
+//! are). Once an answer proves an endpoint, every path to it becomes Active as a new path
+//! does. A forged or misplaced answer ([`DropReason::BadProbe`]) proves nothing.
+//!
+//! Nothing but probes, answers to the peer's probes on that path (the peer validates its own
+//! paths with them) and ACKs of the DATA that came by it go to an address not proven, and
+//! they take at most three times the bytes the peer has sent this connection (see "Path
+//! validation" in `mrc_path`): whatever a peer announces, it gets at most three bytes sent
+//! to others for each byte it sends. Other control packets go by a validated path. Paths the
+//! application adds itself ([`Conn::paths_mut`]) go to addresses it chose, as the one it
+//! connected to, and need no validation.
+//!
+//! The peer's probes can overtake its handshake ACK on another path: in SynReceived a PROBE
+//! that acknowledges this end's initial sequence number completes the handshake as an ACK
+//! does.
 //!
 //! # Message bytes stay in the glue
 //!
@@ -201,12 +227,12 @@ use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
 use super::mrc_path::{
-    HeldBack, PathConfig, PathIdx, PathSet, PathState, PathTable, UnknownProbe, MAX_PATHS,
+    HeldBack, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, UnknownProbe, MAX_PATHS,
 };
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
     ENDPOINT_LEN, HANDSHAKE_FIXED_LEN, HEADER_LEN, MAX_CONTROL_PACKET_LEN, MAX_ENDPOINTS,
-    MAX_SACK_BITS, MAX_SACK_BYTES,
+    MAX_SACK_BITS, MAX_SACK_BYTES, SACK_FIXED_LEN,
 };
 
 /// Packets in flight one connection tracks per direction: what one SACK bitmap describes.
@@ -279,6 +305,12 @@ const REORDER_MULT_MAX: u8 = 64;
 /// long enough to outlast the bursts of reordering a busy host causes, as RFC 8985 keeps its
 /// multiplier for 16 recoveries.
 const REORDER_DECAY_NS: u64 = 8_000_000_000;
+
+/// Largest ACK on the wire: what one takes of the validation credit at most.
+const MAX_ACK_LEN: u64 = (HEADER_LEN + SACK_FIXED_LEN + MAX_SACK_BYTES) as u64;
+
+/// [`Conn::path_remote`] of a path that leads to none of the peer's announced endpoints.
+const NO_REMOTE: u8 = u8::MAX;
 
 /// Smallest buffer [`Conn::poll_transmit`] accepts: room for any control packet.
 pub const MIN_TX_BUF: usize = MAX_CONTROL_PACKET_LEN;
@@ -910,6 +942,11 @@ fn wire_len(payload: u32) -> u32 {
     payload.saturating_add(HEADER_LEN as u32)
 }
 
+/// Whether two endpoints name the same UDP address (family, address and port).
+fn same_endpoint(a: &Endpoint, b: &Endpoint) -> bool {
+    a.family == b.family && a.addr == b.addr && a.port == b.port
+}
+
 /// Returns the datagram length of a SYN or SYN_ACK with the body `hs`, as its sender wrote it.
 fn handshake_len(hs: &Handshake<'_>) -> u64 {
     let eps = u64::try_from(hs.endpoint_count()).unwrap_or(u64::MAX);
@@ -1137,6 +1174,11 @@ pub struct Conn {
     amp_rx: u64,
     /// Bytes sent while `amp_limited`.
     amp_tx: u64,
+    /// Per path index, the index in `peer_eps` of the endpoint the path leads to
+    /// ([`Conn::add_peer_path`]), or [`NO_REMOTE`].
+    path_remote: [u8; MAX_PATHS],
+    /// Bit `i` set: `peer_eps[i]` is proven, a probe sent there was answered.
+    proven_eps: u32,
 
     // Receive side.
     peer_isn: u64,
@@ -1250,6 +1292,8 @@ fn conn_fields_are_initialised(c: &Conn) {
         amp_limited: _,
         amp_rx: _,
         amp_tx: _,
+        path_remote: _,
+        proven_eps: _,
         peer_isn: _,
         rcv_nxt: _,
         rcv_high: _,
@@ -1401,6 +1445,11 @@ impl Conn {
             addr_of_mut!((*p).amp_limited).write(false);
             addr_of_mut!((*p).amp_rx).write(0);
             addr_of_mut!((*p).amp_tx).write(0);
+            let path_remote = addr_of_mut!((*p).path_remote).cast::<u8>();
+            for i in 0..MAX_PATHS {
+                path_remote.add(i).write(NO_REMOTE);
+            }
+            addr_of_mut!((*p).proven_eps).write(0);
             addr_of_mut!((*p).peer_isn).write(0);
             addr_of_mut!((*p).rcv_nxt).write(0);
             addr_of_mut!((*p).rcv_high).write(0);
@@ -1499,13 +1548,14 @@ impl Conn {
     }
 
     /// Sets the address the peer's handshake comes from: on the connecting end the address it
-    /// connects to, on the accepting end the source address of the SYN. The glue calls it
-    /// before [`Conn::connect`] or [`Conn::accept`]; only the family and address count.
+    /// connects to, on the accepting end the source address of the SYN, each with its UDP
+    /// port. The glue calls it before [`Conn::connect`] or [`Conn::accept`].
     ///
     /// The endpoints the peer announces are screened against it (see
-    /// [`mrc_proto::screen_peer_endpoint`]): loopback endpoints are kept only if it is a
-    /// loopback address, link-local ones only if it is link-local. Without it, both are
-    /// refused.
+    /// [`mrc_proto::screen_peer_endpoint`], which looks at the family and address only):
+    /// loopback endpoints are kept only if it is a loopback address, link-local ones only if
+    /// it is link-local. Without it, both are refused. The handshake proves it: a path
+    /// [`Conn::add_peer_path`] opens to it (address and port) needs no validation.
     pub fn set_handshake_peer(&mut self, addr: Endpoint) {
         self.hs_peer_addr = Some(addr);
     }
@@ -1566,8 +1616,70 @@ impl Conn {
             *r = Reorder::default();
         }
         self.probe_due.remove(idx);
+        if let Some(r) = self.path_remote.get_mut(idx) {
+            *r = NO_REMOTE;
+        }
         self.paths.remove(idx);
         Ok(idx)
+    }
+
+    /// Adds a path to `remote`, an endpoint the peer announced ([`Conn::peer_endpoints`]),
+    /// and returns its index, or `None` if the table is full.
+    ///
+    /// A path to an address already proven is added as [`PathTable::add`] adds one: the
+    /// address the handshake came from (or went to, [`Conn::set_handshake_peer`]; the
+    /// handshake proves it), or an endpoint to which another path was validated. Any other
+    /// path is added unvalidated ([`PathTable::add_unvalidated`]): it carries no data until
+    /// a probe on it is answered, which proves its endpoint for every path to it (see "Path
+    /// validation" in the module documentation). Paths the application adds itself, to
+    /// addresses it chose as it chose the one it connected to, go through
+    /// [`Conn::paths_mut`].
+    pub fn add_peer_path(
+        &mut self,
+        now_ns: u64,
+        ids: PathIds,
+        backup: bool,
+        remote: &Endpoint,
+    ) -> Option<PathIdx> {
+        let tag = self
+            .peer_eps
+            .iter()
+            .position(|e| e.is_some_and(|e| same_endpoint(&e, remote)))
+            .and_then(|i| u8::try_from(i).ok())
+            .unwrap_or(NO_REMOTE);
+        let idx = if self.remote_proven(remote, tag) {
+            self.paths.add(now_ns, ids, backup)?
+        } else {
+            self.paths.add_unvalidated(now_ns, ids, backup)?
+        };
+        if let Some(r) = self.path_remote.get_mut(idx) {
+            *r = tag;
+        }
+        Some(idx)
+    }
+
+    /// Whether `remote` (the announced endpoint `tag`, or [`NO_REMOTE`]) is proven: the
+    /// handshake's address, or an endpoint a probe has proven.
+    fn remote_proven(&self, remote: &Endpoint, tag: u8) -> bool {
+        self.hs_peer_addr.is_some_and(|h| same_endpoint(&h, remote))
+            || 1u32
+                .checked_shl(u32::from(tag))
+                .is_some_and(|bit| self.proven_eps & bit != 0)
+    }
+
+    /// A probe's answer validated path `idx`: its endpoint is proven, and so is every other
+    /// path to it.
+    fn on_path_validated(&mut self, now_ns: u64, idx: PathIdx) {
+        let tag = self.path_remote.get(idx).copied().unwrap_or(NO_REMOTE);
+        let Some(bit) = 1u32.checked_shl(u32::from(tag)) else {
+            return;
+        };
+        self.proven_eps |= bit;
+        for j in 0..self.paths.index_end() {
+            if j != idx && self.path_remote.get(j) == Some(&tag) {
+                self.paths.validate(j, now_ns);
+            }
+        }
     }
 
     /// Returns the counters.
@@ -1838,6 +1950,8 @@ impl Conn {
         self.amp_limited = true;
         self.amp_rx = handshake_len(&hs);
         self.amp_tx = 0;
+        self.paths
+            .earn_validation_credit(self.amp_rx.saturating_mul(AMPLIFICATION_FACTOR));
         self.paths.set_heartbeat_yield(true);
         self.session_id = syn.header.session_id;
         self.local_port = hs.dst_port;
@@ -2067,10 +2181,15 @@ impl Conn {
         self.paths.get(idx).map_or(0, |p| p.ids().path_id)
     }
 
-    /// Chooses a path for a control packet: the one named if it is not Failed, else the first
-    /// Active one, else the one named, else any.
+    /// Chooses a path for a control packet: the one named if it is validated and not Failed,
+    /// else the first Active one, else the one named if validated, else any validated one.
+    /// `None` only if no path is validated. (Probes, their answers and ACKs may go by a path
+    /// not validated, within the validation credit; they choose their paths themselves.)
     fn control_path(&self, path_id: u32) -> Option<PathIdx> {
-        let named = self.paths.find(path_id);
+        let named = self
+            .paths
+            .find(path_id)
+            .filter(|&i| self.paths.get(i).is_some_and(|p| p.is_validated()));
         if let Some(i) = named {
             if self
                 .paths
@@ -2085,7 +2204,12 @@ impl Conn {
             .find(|(_, p)| p.state() == PathState::Active)
             .map(|(i, _)| i)
             .or(named)
-            .or_else(|| self.paths.iter().next().map(|(i, _)| i))
+            .or_else(|| {
+                self.paths
+                    .iter()
+                    .find(|(_, p)| p.is_validated())
+                    .map(|(i, _)| i)
+            })
     }
 
     /// Returns the next datagram to send, written into `buf`, or `None` when there is nothing
@@ -2231,7 +2355,21 @@ impl Conn {
     }
 
     fn build_ack(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
-        let path = self.control_path(self.ack_path_id)?;
+        // An ACK goes back by the path of the latest DATA even if this end has not validated
+        // that path yet (the peer has, or it would not send there), within the validation
+        // credit: the DATA paid for far more. Elsewhere, the sender would time the path the
+        // ACK takes by packets of another, and the ACKs of every path not yet validated here
+        // would crowd onto one.
+        let unvalidated = self.paths.find(self.ack_path_id).filter(|&i| {
+            self.paths
+                .get(i)
+                .is_some_and(|p| !p.is_validated() && p.state() != PathState::Failed)
+                && self.paths.validation_credit() >= MAX_ACK_LEN
+        });
+        let path = match unvalidated {
+            Some(i) => i,
+            None => self.control_path(self.ack_path_id)?,
+        };
         // The header names the path the ACK goes by, which the sender times it on; that is
         // another than the latest DATA's when this end holds that one Failed.
         let pid = self.paths.get(path)?.ids().path_id;
@@ -2276,6 +2414,11 @@ impl Conn {
             self.rcv_nxt,
             &Body::Ack(sack),
         )?;
+        if unvalidated.is_some() {
+            // Within the credit, checked above against the largest ACK.
+            self.paths
+                .spend_validation_credit(path, u64::try_from(len).unwrap_or(u64::MAX));
+        }
         self.ack_now = false;
         self.ack_pending = false;
         self.ece_pending = false;
@@ -2319,33 +2462,44 @@ impl Conn {
     }
 
     fn build_probe_reply(&mut self, buf: &mut [u8]) -> Option<Transmit> {
-        if self.probe_replies_len == 0 {
-            return None;
+        while self.probe_replies_len > 0 {
+            self.probe_replies_len = self.probe_replies_len.saturating_sub(1);
+            let (path_id, probe) = *self.probe_replies.get(self.probe_replies_len)?;
+            // A probe is answered by the path it tests, whatever this end thinks of that
+            // path: the prober times the path by the answer, and one that came back by
+            // another path would hold that path's delay. Only a path this end does not have
+            // yet falls back.
+            let Some(path) = self
+                .paths
+                .find(path_id)
+                .or_else(|| self.control_path(path_id))
+            else {
+                continue;
+            };
+            let len = encode_control(
+                buf,
+                self.session_id,
+                path_id,
+                self.flags(PacketType::ProbeAck),
+                self.snd_nxt,
+                self.rcv_nxt,
+                &Body::ProbeAck(probe),
+            )?;
+            // The peer validates its own paths with these answers; one on a path this end
+            // has not validated goes to an address not proven, within the validation
+            // credit.
+            let bytes = u64::try_from(len).unwrap_or(u64::MAX);
+            if !self.paths.spend_validation_credit(path, bytes) {
+                continue;
+            }
+            return Some(Transmit {
+                path,
+                len,
+                data: None,
+                kind: PacketType::ProbeAck,
+            });
         }
-        self.probe_replies_len = self.probe_replies_len.saturating_sub(1);
-        let (path_id, probe) = *self.probe_replies.get(self.probe_replies_len)?;
-        // A probe is answered by the path it tests, whatever this end thinks of that path:
-        // the prober times the path by the answer, and one that came back by another path
-        // would hold that path's delay. Only a path this end does not have yet falls back.
-        let path = self
-            .paths
-            .find(path_id)
-            .or_else(|| self.control_path(path_id))?;
-        let len = encode_control(
-            buf,
-            self.session_id,
-            path_id,
-            self.flags(PacketType::ProbeAck),
-            self.snd_nxt,
-            self.rcv_nxt,
-            &Body::ProbeAck(probe),
-        )?;
-        Some(Transmit {
-            path,
-            len,
-            data: None,
-            kind: PacketType::ProbeAck,
-        })
+        None
     }
 
     fn build_probe(&mut self, now_ns: u64, buf: &mut [u8]) -> Option<Transmit> {
@@ -2736,6 +2890,12 @@ impl Conn {
         if h.flags.passive() == self.passive {
             return Input::Dropped(DropReason::Invalid);
         }
+        // What the peer sends pays for what goes to its addresses not yet proven.
+        let wire = h
+            .wire_len()
+            .map_or(0, |n| u64::try_from(n).unwrap_or(u64::MAX));
+        self.paths
+            .earn_validation_credit(wire.saturating_mul(AMPLIFICATION_FACTOR));
         match self.state {
             State::Idle | State::Closed(_) => Input::Dropped(DropReason::BadState),
             State::SynSent => self.input_syn_sent(now_ns, pkt),
@@ -2750,7 +2910,10 @@ impl Conn {
                     Input::Consumed
                 }
                 Body::Rst => self.input_rst(now_ns, h),
-                Body::Ack(_) | Body::Data(_) | Body::Fin => {
+                // Whatever the peer sends once it has the SYN_ACK acknowledges it: the
+                // probes with which it validates the paths to this end's endpoints too,
+                // which can overtake its ACK by another path.
+                Body::Ack(_) | Body::Data(_) | Body::Fin | Body::Probe(_) => {
                     if h.ack != self.isn {
                         return Input::Dropped(DropReason::Invalid);
                     }
@@ -2930,8 +3093,14 @@ impl Conn {
                 let Some(idx) = arrived else {
                     return Input::Dropped(DropReason::BadProbe);
                 };
+                let unvalidated = self.paths.get(idx).is_some_and(|p| !p.is_validated());
                 match self.paths.on_probe_answer(idx, now_ns, probe.nonce) {
-                    Ok(_) => Input::Consumed,
+                    Ok(_) => {
+                        if unvalidated {
+                            self.on_path_validated(now_ns, idx);
+                        }
+                        Input::Consumed
+                    }
                     Err(UnknownProbe) => Input::Dropped(DropReason::BadProbe),
                 }
             }

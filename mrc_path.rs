@@ -22,7 +22,8 @@
 //!   probed with exponential backoff, and no more often than an idle path
 //!   while the connection has neither data in flight nor data waiting.
 //!
-//! Any answered probe makes a path Active again. A busy path (bytes in flight)
+//! Any answered probe makes a path Active again; a path not validated yet (below) is never
+//! Active before one is. A busy path (bytes in flight)
 //! proves it is alive with its acknowledgements and with any other packet of
 //! the peer arriving on it ([`PathTable::on_heard`]). If it stays silent for a
 //! probe timeout while the peer acknowledges data sent on other paths after
@@ -81,6 +82,30 @@
 //! connection; only missed probes and heartbeats, which are evidence of a
 //! dead path rather than of congestion, take the last paths down.
 //!
+//! # Path validation
+//!
+//! A path to an address the peer announced, rather than one the handshake proved, could aim
+//! this end's traffic at a third party. Such a path is added unvalidated
+//! ([`PathTable::add_unvalidated`], [`Path::is_validated`]): Suspect with reason
+//! [`StateReason::Unvalidated`], so the scheduler gives it no data, and probed as any Suspect
+//! path is, at once and again at each probe timeout, twice as long each time; after
+//! `miss_threshold` misses it is Failed with that reason, and probed as a Failed path is. A
+//! probe on it answered with the right nonce ([`PathTable::on_probe_answer`]) proves its
+//! address and validates it; [`PathTable::validate`] does the same for the other paths to an
+//! address proven so. Either way the path becomes Active as a new path starts, with no RTT
+//! sample: the probe crossed an empty path, and timed by it a path on a slow link would look
+//! silent before its first window drained. A path validated while others run takes their
+//! recent RTT peaks where they are higher, as the floor of its timeouts until they age out:
+//! the late answers of a stalling host are no news to the others.
+//!
+//! What goes to an address not proven is bounded as well, so that the probes are no
+//! amplifier either: the connection credits the table with three times the bytes of every
+//! packet the peer sends ([`PathTable::earn_validation_credit`], at most
+//! [`VALIDATION_CREDIT_MAX`]), and each probe of an unvalidated path takes
+//! [`PROBE_WIRE_LEN`] of it (a path with none left waits, with no deadline, until the peer
+//! sends more), as does anything else the connection sends on it
+//! ([`PathTable::spend_validation_credit`]).
+//!
 //! # Pacing
 //!
 //! With [`PathConfig::pacing`], a path's data leaves at its congestion
@@ -113,7 +138,7 @@ use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
 use super::mrc_cc::{Cc, CcKind, CongestionControl};
-use super::mrc_proto::{Endpoint, FAMILY_V4};
+use super::mrc_proto::{Endpoint, FAMILY_V4, HEADER_LEN, PROBE_LEN};
 
 /// Largest number of paths one table holds.
 pub const MAX_PATHS: usize = 256;
@@ -124,6 +149,14 @@ pub const PACE_BURST_NS: u64 = 1_000_000;
 
 /// Default scheduling weight; see [`PathTable::set_weight`].
 pub const WEIGHT_DEFAULT: u8 = 16;
+
+/// Bytes of a PROBE or PROBE_ACK on the wire: what one takes of the validation credit (see
+/// "Path validation" in the module docs).
+pub const PROBE_WIRE_LEN: u64 = (HEADER_LEN + PROBE_LEN) as u64;
+
+/// Most validation credit, in bytes, the table keeps: a connection that received a lot
+/// before a path needed validating cannot spend it on that path all at once.
+pub const VALIDATION_CREDIT_MAX: u64 = 64 * 1024;
 
 /// Whether two endpoints share a subnet: /24 for IPv4, /64 for IPv6.
 pub fn same_subnet(a: &Endpoint, b: &Endpoint) -> bool {
@@ -203,6 +236,9 @@ const RTO_GRANULARITY_NS: u64 = 1_000;
 /// maximum interval usually caps the backoff much earlier.
 const MAX_BACKOFF_SHIFT: u8 = 20;
 
+/// A deadline that never comes: a path waiting for validation credit.
+const NEVER: u64 = u64::MAX;
+
 /// Fixed-point shift of the window drain rates the scheduler sums (bytes per nanosecond).
 const RATE_SHIFT: u32 = 20;
 
@@ -249,6 +285,11 @@ pub enum StateReason {
     /// Sending on the path failed locally: no route to the peer's address, or the path's
     /// interface is down.
     LocalDown,
+    /// The path leads to an address the peer announced and has not proven yet: no probe on
+    /// the path has been answered. It carries no data; Suspect while its first probes are
+    /// out, Failed once `miss_threshold` of them went unanswered (see "Path validation" in
+    /// the module docs).
+    Unvalidated,
 }
 
 /// Identity of a path on the wire.
@@ -515,6 +556,9 @@ impl RttEstimator {
 #[derive(Clone, Copy, Debug)]
 pub struct Path {
     ids: PathIds,
+    /// Whether the path's remote address is proven (see "Path validation" in the module
+    /// docs); an unvalidated path is never Active.
+    validated: bool,
     state: PathState,
     prev_state: PathState,
     reason: StateReason,
@@ -570,6 +614,7 @@ impl Path {
     fn new(now_ns: u64, ids: PathIds, backup: bool, cfg: &PathConfig) -> Self {
         Path {
             ids,
+            validated: true,
             state: PathState::Active,
             prev_state: PathState::Active,
             reason: StateReason::Unspec,
@@ -605,6 +650,12 @@ impl Path {
     /// Returns the path's wire identity.
     pub fn ids(&self) -> PathIds {
         self.ids
+    }
+
+    /// Returns whether the path's remote address is proven, so that the path may carry data
+    /// once Active (see "Path validation" in the module docs).
+    pub fn is_validated(&self) -> bool {
+        self.validated
     }
 
     /// Returns the current state.
@@ -876,6 +927,7 @@ fn table_fields_are_initialised(t: &PathTable) {
         len: _,
         end: _,
         probe_credit: _,
+        validation_credit: _,
     } = t;
 }
 
@@ -894,6 +946,9 @@ pub struct PathTable {
     /// Data packets sent and not yet spent on heartbeat probes of idle paths, up to
     /// `data_per_idle_probe` for each path.
     probe_credit: u32,
+    /// Bytes that may still be sent on unvalidated paths: three times what the peer sent,
+    /// less what went out on them (see "Path validation" in the module docs).
+    validation_credit: u64,
 }
 
 impl PathTable {
@@ -930,6 +985,7 @@ impl PathTable {
             addr_of_mut!((*p).len).write(0);
             addr_of_mut!((*p).end).write(0);
             addr_of_mut!((*p).probe_credit).write(0);
+            addr_of_mut!((*p).validation_credit).write(0);
             slot.assume_init_mut()
         }
     }
@@ -975,6 +1031,109 @@ impl PathTable {
         self.end = self.end.max(idx.saturating_add(1));
         self.earn_probe_credit(cfg.data_per_idle_probe);
         Some(idx)
+    }
+
+    /// Adds a path whose remote address is not proven, in state Suspect with reason
+    /// [`StateReason::Unvalidated`], and returns its index, or `None` if the table is full.
+    ///
+    /// It carries no data until a probe on it is answered ([`PathTable::on_probe_answer`])
+    /// or its address is proven otherwise ([`PathTable::validate`]). It is probed as any
+    /// Suspect or Failed path is, but only as far as the validation credit goes (see "Path
+    /// validation" in the module docs).
+    pub fn add_unvalidated(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
+        let idx = self.add(now_ns, ids, backup)?;
+        let p = self.get_mut(idx)?;
+        p.validated = false;
+        p.state = PathState::Suspect;
+        p.prev_state = PathState::Suspect;
+        p.reason = StateReason::Unvalidated;
+        Some(idx)
+    }
+
+    /// Takes the remote address of path `idx` as proven: a probe on it, or on another path
+    /// to the same address, was answered. The path may carry data from now on and becomes
+    /// Active as a new path starts: heard now, no probe outstanding that it must answer in
+    /// time, no RTT sample. Returns the transition, if any.
+    ///
+    /// The answer that proved the address gives no RTT sample: it crossed an empty path,
+    /// while the first window of data the path then takes queues at its bottleneck; timed
+    /// by it, a path on a slow link would look silent before that window drained. Like a
+    /// new path, it is timed by its first answers to data, from the initial RTT until then.
+    pub fn validate(&mut self, idx: PathIdx, now_ns: u64) -> Option<Transition> {
+        let p = self.get_mut(idx)?;
+        if p.validated {
+            return None;
+        }
+        p.validated = true;
+        p.missed_probes = 0;
+        p.consecutive_losses = 0;
+        // The answer to its own validation probe, should it still come, counts as any
+        // answer does.
+        p.probe_outstanding = false;
+        p.last_heard_ns = p.last_heard_ns.max(now_ns);
+        let tr = p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered);
+        self.take_recent_peaks(idx);
+        tr
+    }
+
+    /// A path that joins the running connection (its validation just succeeded) has seen
+    /// none of the late answers the others have: it takes their recent RTT peaks where
+    /// they are above its own, as the floor of its timeouts and hedging wait, until they
+    /// age out (one to two seconds, 125 to 250 ms). A host that stalls makes every path's
+    /// answers late, and a path that came in after the stalls began would take the next one
+    /// for its failure.
+    fn take_recent_peaks(&mut self, idx: PathIdx) {
+        let others = || {
+            self.iter()
+                .filter(|&(j, q)| j != idx && q.validated && q.state == PathState::Active)
+        };
+        let peak = others().map(|(_, q)| q.rtt.peak).max_by_key(Peak::get);
+        let short = others()
+            .map(|(_, q)| q.rtt.short_peak)
+            .max_by_key(Peak::get);
+        let Some(p) = self.get_mut(idx) else {
+            return;
+        };
+        if let Some(k) = peak.filter(|k| k.get() > p.rtt.peak.get()) {
+            p.rtt.peak = k;
+        }
+        if let Some(k) = short.filter(|k| k.get() > p.rtt.short_peak.get()) {
+            p.rtt.short_peak = k;
+        }
+    }
+
+    /// Adds `bytes` to the validation credit, up to [`VALIDATION_CREDIT_MAX`]: the
+    /// connection calls it with three times the bytes of every packet the peer sent it.
+    pub fn earn_validation_credit(&mut self, bytes: u64) {
+        self.validation_credit = self
+            .validation_credit
+            .saturating_add(bytes)
+            .min(VALIDATION_CREDIT_MAX);
+    }
+
+    /// Returns the validation credit left, in bytes.
+    pub fn validation_credit(&self) -> u64 {
+        self.validation_credit
+    }
+
+    /// Asks to send `bytes` (not a probe: the detector pays for those) on path `idx`:
+    /// always granted on a validated path; on an unvalidated one only within the validation
+    /// credit, which it takes.
+    pub fn spend_validation_credit(&mut self, idx: PathIdx, bytes: u64) -> bool {
+        if !matches!(self.get(idx), Some(p) if !p.validated) {
+            return true;
+        }
+        if self.validation_credit < bytes {
+            return false;
+        }
+        self.validation_credit = self.validation_credit.saturating_sub(bytes);
+        true
+    }
+
+    /// Whether the detector may send the probe `p` waits for: any path's, but an
+    /// unvalidated one's only if the validation credit pays for it.
+    fn probe_affordable(&self, p: &Path) -> bool {
+        p.validated || self.validation_credit >= PROBE_WIRE_LEN
     }
 
     /// Removes a path; returns whether it was there. Its index may be reused.
@@ -1402,6 +1561,10 @@ impl PathTable {
             .ok_or(UnknownProbe)?;
         let sent_ns = entry.sent_ns;
         *entry = SentProbe::default();
+        if !p.validated {
+            // Its address is proven (see `validate`).
+            return Ok(self.validate(idx, now_ns));
+        }
         Ok(self.on_probe_ack(idx, now_ns, now_ns.saturating_sub(sent_ns)))
     }
 
@@ -1413,13 +1576,20 @@ impl PathTable {
     /// (see [`PathTable::on_probe_answer`], which the connection uses).
     pub fn on_probe_ack(&mut self, idx: PathIdx, now_ns: u64, rtt_ns: u64) -> Option<Transition> {
         let p = self.get_mut(idx)?;
+        // The answer echoes a probe sent to the path's remote address: it is proven.
+        let joins = !p.validated;
+        p.validated = true;
         p.rtt.sample(now_ns, rtt_ns, 0, true);
         p.last_heard_ns = now_ns;
         p.released_unheard = false;
         p.probe_outstanding = false;
         p.missed_probes = 0;
         p.consecutive_losses = 0;
-        p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered)
+        let tr = p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered);
+        if joins {
+            self.take_recent_peaks(idx);
+        }
+        tr
     }
 
     /// Reports that a packet could not be sent on a path at all: the host has no route to
@@ -1453,6 +1623,10 @@ impl PathTable {
                 .backed_off(p, shift)
                 .min(self.probe_timeout(p).max(self.cfg.failed_probe_max_ns));
             return p.last_probe_ns.saturating_add(wait);
+        }
+        if !self.probe_affordable(p) {
+            // Its next probe waits for the peer to send more.
+            return NEVER;
         }
         let timeout = self.probe_timeout(p);
         match p.state {
@@ -1563,6 +1737,7 @@ impl PathTable {
                 continue;
             };
             let mut next = p.state;
+            let validated = p.validated;
             p.probe_outstanding = false;
             if missed {
                 p.missed_probes = p.missed_probes.saturating_add(1);
@@ -1577,23 +1752,33 @@ impl PathTable {
                 }
             }
             let from = p.state;
+            let why = if validated {
+                StateReason::ProbeTimeout
+            } else {
+                StateReason::Unvalidated
+            };
             // Only a miss moves a path here; otherwise `next` is its state.
-            if p.set_state(now_ns, next, StateReason::ProbeTimeout)
-                .is_some()
-            {
+            if p.set_state(now_ns, next, why).is_some() {
                 out.changed.insert(idx);
                 if from == PathState::Active {
                     active = active.saturating_sub(1);
                 }
             }
             // A Failed path waits for its backoff interval; every other path
-            // that reached its deadline is probed now.
+            // that reached its deadline is probed now, an unvalidated one only if the
+            // validation credit pays for the probe (else it waits for credit, without a
+            // deadline: see `deadline`).
             if p.state != PathState::Failed || !missed {
-                out.probe.insert(idx);
-                if heartbeat {
-                    self.probe_credit = self
-                        .probe_credit
-                        .saturating_sub(self.cfg.data_per_idle_probe);
+                if validated {
+                    out.probe.insert(idx);
+                    if heartbeat {
+                        self.probe_credit = self
+                            .probe_credit
+                            .saturating_sub(self.cfg.data_per_idle_probe);
+                    }
+                } else if self.validation_credit >= PROBE_WIRE_LEN {
+                    out.probe.insert(idx);
+                    self.validation_credit = self.validation_credit.saturating_sub(PROBE_WIRE_LEN);
                 }
             }
         }
@@ -1603,7 +1788,8 @@ impl PathTable {
     /// Returns when the glue should call [`PathTable::on_tick`] next.
     ///
     /// The time may be at or before `now_ns`, meaning "now". `None` means the
-    /// table is empty.
+    /// table is empty, or that its only paths are unvalidated ones waiting for validation
+    /// credit to probe (see [`PathTable::earn_validation_credit`]).
     pub fn next_timer(&self, now_ns: u64) -> Option<u64> {
         self.next_timer_waiting(now_ns, false)
     }
@@ -1613,7 +1799,9 @@ impl PathTable {
     pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
         let busy = self.total_inflight() > 0;
         self.iter()
-            .map(|(_, p)| self.deadline(p, busy, data_waiting).max(now_ns))
+            .map(|(_, p)| self.deadline(p, busy, data_waiting))
+            .filter(|&t| t != NEVER)
+            .map(|t| t.max(now_ns))
             .min()
     }
 

@@ -402,12 +402,16 @@ impl Session {
             }
             core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
             let mut s = b.assume_init();
-            s.add_path(net, mrc_sys::now_ns(), first_path_ids(), path, false)?;
+            s.add_path(net, mrc_sys::now_ns(), first_path_ids(), path, false, None)?;
             Ok(s)
         }
     }
 
-    /// Adds a path to the core and its addressing here.
+    /// Adds a path to the core and its addressing here. `peer_ep` is the
+    /// endpoint the peer announced that the path leads to: the core holds
+    /// such a path back until the peer answers there, unless the address is
+    /// proven already. The handshake's path and the application's own go to
+    /// addresses this end chose (`None`).
     fn add_path(
         &mut self,
         net: &MrcNet,
@@ -415,8 +419,18 @@ impl Session {
         ids: PathIds,
         addr: PathAddr,
         backup: bool,
+        peer_ep: Option<&Endpoint>,
     ) -> Result {
-        let idx = self.conn.paths_mut().add(now, ids, backup).ok_or(ENOSPC)?;
+        let idx = match peer_ep {
+            Some(ep) => self.conn.add_peer_path(now, ids, backup, ep),
+            None => self.conn.paths_mut().add(now, ids, backup),
+        }
+        .ok_or(ENOSPC)?;
+        // A path starts in the state the core gives it (Suspect until validated): only
+        // changes from there are reported.
+        if let (Some(st), Some(p)) = (self.path_states.get_mut(idx), self.conn.paths().get(idx)) {
+            *st = p.state();
+        }
         let (Some(slot), Some(peer)) = (self.paths.get_mut(idx), self.peers.get_mut(idx)) else {
             return Err(ENOSPC);
         };
@@ -565,7 +579,14 @@ impl Session {
                     oif,
                 };
                 if self
-                    .add_path(net, now, ids, addr, local.backup || remote.backup)
+                    .add_path(
+                        net,
+                        now,
+                        ids,
+                        addr,
+                        local.backup || remote.backup,
+                        Some(&remote),
+                    )
                     .is_err()
                 {
                     return;
@@ -683,6 +704,7 @@ impl Session {
                 StateReason::ProbeTimeout => nl::MRC_PATH_STATE_REASON_PROBE_TIMEOUT,
                 StateReason::ProbeAnswered => nl::MRC_PATH_STATE_REASON_PROBE_ANSWERED,
                 StateReason::LocalDown => nl::MRC_PATH_STATE_REASON_LOCAL_DOWN,
+                StateReason::Unvalidated => nl::MRC_PATH_STATE_REASON_UNVALIDATED,
             };
             sk.notify(nl::MRC_CMD_PATH_STATE_CHANGE, |m| {
                 m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
@@ -1471,7 +1493,9 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
             l.ip = src;
         }
         inner.mode = Mode::Connecting;
-        sess.conn.set_handshake_peer(endpoint(addr.ip, 0, false));
+        // The handshake's UDP address: the peer's MRC port, as the path's.
+        sess.conn
+            .set_handshake_peer(endpoint(addr.ip, mrc_sys::param_port(), false));
         let r = sess.conn.connect(
             now,
             sid,
@@ -2188,7 +2212,7 @@ fn path_add(sk: &Sock, req: &PathReq) -> Result<u32> {
             plane: 0,
             entropy: sport,
         };
-        s.add_path(net, now, ids, addr, req.backup)?;
+        s.add_path(net, now, ids, addr, req.backup, None)?;
         Ok(path_id)
     })
 }

@@ -2994,6 +2994,8 @@ pub(crate) mod nl {
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_PROBE_TIMEOUT;
     pub(crate) const MRC_PATH_STATE_REASON_LOCAL_DOWN: u32 =
         super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_LOCAL_DOWN;
+    pub(crate) const MRC_PATH_STATE_REASON_UNVALIDATED: u32 =
+        super::bindings::mrc_path_state_reason_MRC_PATH_STATE_REASON_UNVALIDATED;
     /// Connection states.
     pub(crate) const MRC_CONN_STATE_IDLE: u32 = super::bindings::mrc_conn_state_MRC_CONN_STATE_IDLE;
     pub(crate) const MRC_CONN_STATE_SYN_SENT: u32 =

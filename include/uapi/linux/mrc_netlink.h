@@ -34,6 +34,10 @@ enum mrc_path_state {
  *   alive.
  * @MRC_PATH_STATE_REASON_LOCAL_DOWN: The local address or interface of the
  *   path went away.
+ * @MRC_PATH_STATE_REASON_UNVALIDATED: The path leads to an address the peer
+ *   announced that no answered probe has proven yet; it carries no data until
+ *   one does (suspect while its first probes are out, failed once they went
+ *   unanswered).
  */
 enum mrc_path_state_reason {
 	MRC_PATH_STATE_REASON_UNSPEC,
@@ -41,6 +45,7 @@ enum mrc_path_state_reason {
 	MRC_PATH_STATE_REASON_PROBE_TIMEOUT,
 	MRC_PATH_STATE_REASON_PROBE_ANSWERED,
 	MRC_PATH_STATE_REASON_LOCAL_DOWN,
+	MRC_PATH_STATE_REASON_UNVALIDATED,
 };
 
 /**

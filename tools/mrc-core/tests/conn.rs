@@ -3609,3 +3609,325 @@ fn emit_data_head_seals_a_header_for_a_payload_elsewhere() {
     let ack = mrc_conn::Transmit { data: None, ..tx };
     assert!(mrc_conn::emit_data_head(&mut head, &buf, &ack, crc).is_err());
 }
+
+// ---------------------------------------------------------------------------------------------
+// Validation of the paths to the endpoints the peer announces
+// ---------------------------------------------------------------------------------------------
+
+const C0: Endpoint = Endpoint::v4([10, 0, 0, 1], 6000, false);
+const C1: Endpoint = Endpoint::v4([10, 0, 1, 1], 6000, false);
+const S0: Endpoint = Endpoint::v4([10, 0, 0, 2], 6000, false);
+const S1: Endpoint = Endpoint::v4([10, 0, 1, 2], 6000, false);
+
+/// An established pair that announced two endpoints each, C0 and C1, S0 and S1; the handshake
+/// went between C0 and S0 on the test path.
+fn established_announcing() -> (Box<Conn>, Box<Conn>) {
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_handshake_peer(S0);
+    server.set_handshake_peer(C0);
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &[C0, C1]).unwrap();
+    let syn = drain(&mut client, 0);
+    server
+        .accept(10 * US, &decode(&syn[0]).unwrap(), SERVER_ISN, &[S0, S1])
+        .unwrap();
+    let synack = drain(&mut server, 10 * US);
+    feed(&mut client, 20 * US, &synack[0]);
+    let ack = drain(&mut client, 20 * US);
+    feed(&mut server, 30 * US, &ack[0]);
+    assert_eq!(events(&mut client), vec![Event::Connected]);
+    assert_eq!(events(&mut server), vec![Event::Connected]);
+    (client, server)
+}
+
+/// Path ids of the paths `add_planes` adds: one more to the handshake's endpoints, two to
+/// the second ones.
+const SAME: u32 = PATH_ID + 1;
+const OTHER: u32 = PATH_ID + 2;
+const OTHER2: u32 = PATH_ID + 3;
+
+/// Adds the paths of two planes at both ends, as the glue does from the endpoints: a second
+/// path between C0 and S0, two between C1 and S1. Returns the client's indices of them.
+fn add_planes(client: &mut Conn, server: &mut Conn, now: u64) -> [PathIdx; 3] {
+    let ids = |path_id, plane| PathIds {
+        path_id,
+        plane,
+        entropy: path_id as u16,
+    };
+    let mut out = [0; 3];
+    for (k, (id, plane, c, s)) in [(SAME, 0, S0, C0), (OTHER, 1, S1, C1), (OTHER2, 1, S1, C1)]
+        .into_iter()
+        .enumerate()
+    {
+        out[k] = client
+            .add_peer_path(now, ids(id, plane), false, &c)
+            .unwrap();
+        server
+            .add_peer_path(now, ids(id, plane), false, &s)
+            .unwrap();
+    }
+    out
+}
+
+/// Fires `c`'s timers due at `now` and returns what it sends.
+fn step(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
+    c.on_timeout(now);
+    drain_tx(c, now)
+}
+
+fn data_on(tx: &[(Transmit, Vec<u8>)], paths: &[PathIdx]) -> usize {
+    tx.iter()
+        .filter(|(t, _)| t.data.is_some() && paths.contains(&t.path))
+        .count()
+}
+
+fn unvalidated(c: &Conn, idx: PathIdx) -> bool {
+    let p = c.paths().get(idx).unwrap();
+    !p.is_validated() && p.state() != PathState::Active
+}
+
+#[test]
+fn an_announced_path_carries_no_data_until_its_probe_is_answered() {
+    let (mut client, mut server) = established_announcing();
+    let [same, p1, p1b] = add_planes(&mut client, &mut server, 40 * US);
+    // The handshake proved S0: a second path there is validated at once.
+    let p = client.paths().get(same).unwrap();
+    assert!(p.is_validated());
+    assert_eq!(p.state(), PathState::Active);
+    for idx in [p1, p1b] {
+        let p = client.paths().get(idx).unwrap();
+        assert!(!p.is_validated());
+        assert_eq!(p.state(), PathState::Suspect);
+        assert_eq!(p.state_reason(), StateReason::Unvalidated);
+    }
+    // More than the validated paths' windows hold: none of it goes to S1, which is probed.
+    for _ in 0..64 {
+        client.send_message(1300).unwrap();
+    }
+    let tx = step(&mut client, 50 * US);
+    assert!(data_on(&tx, &[0, same]) > 0);
+    assert_eq!(data_on(&tx, &[p1, p1b]), 0, "data to an address not proven");
+    let probe = tx
+        .iter()
+        .find(|(t, b)| t.path == p1 && kind(b) == PacketType::Probe)
+        .map(|(_, b)| b.clone())
+        .expect("a probe on the unvalidated path");
+    assert!(tx
+        .iter()
+        .any(|(t, b)| t.path == p1b && kind(b) == PacketType::Probe));
+    assert_eq!(header(&probe).path_id, OTHER);
+    // Nothing more goes there while the probe is out, whatever the windows.
+    let more = step(&mut client, 60 * US);
+    assert_eq!(data_on(&more, &[p1, p1b]), 0);
+    // The server answers on its path of that id, which it has not validated itself: a probe
+    // answer may go there.
+    feed(&mut server, 70 * US, &probe);
+    let ans = drain_tx(&mut server, 70 * US);
+    assert_eq!(ans.len(), 1);
+    assert_eq!(kind(&ans[0].1), PacketType::ProbeAck);
+    assert_eq!(header(&ans[0].1).path_id, OTHER);
+    assert_eq!(feed(&mut client, 90 * US, &ans[0].1), Input::Consumed);
+    // S1 is proven: both paths to it carry data from now on.
+    for idx in [p1, p1b] {
+        let p = client.paths().get(idx).unwrap();
+        assert!(p.is_validated());
+        assert_eq!(p.state(), PathState::Active);
+        assert_eq!(p.state_reason(), StateReason::ProbeAnswered);
+    }
+    // They start as new paths do, without an RTT: while the fast paths to S0 have room,
+    // the scheduler keeps to those. Without them, data goes to S1.
+    client.on_send_error(95 * US, 0);
+    client.on_send_error(95 * US, same);
+    for _ in 0..32 {
+        client.send_message(1300).unwrap();
+    }
+    let tx = step(&mut client, 100 * US);
+    assert!(
+        data_on(&tx, &[p1, p1b]) > 0,
+        "no data on the validated paths"
+    );
+    // The server, which still has its own probe of OTHER out, takes the data that came by
+    // it, and acknowledges it by that path, within its validation credit: the data paid for
+    // far more.
+    let sidx = server.paths().find(OTHER).unwrap();
+    assert!(!server.paths().get(sidx).unwrap().is_validated());
+    let mut n = 0;
+    for (t, b) in &tx {
+        if t.path == p1 && t.data.is_some() {
+            assert!(matches!(
+                feed(&mut server, 110 * US, b),
+                Input::Store { .. }
+            ));
+            n += 1;
+        }
+    }
+    assert!(n > 0);
+    let credit = server.paths().validation_credit();
+    let acks = drain_tx(&mut server, 110 * US);
+    let on_other: Vec<_> = acks.iter().filter(|(t, _)| t.path == sidx).collect();
+    assert!(!on_other.is_empty());
+    let mut spent = 0;
+    for (_, b) in &on_other {
+        assert_eq!(kind(b), PacketType::Ack);
+        spent += b.len() as u64;
+    }
+    assert_eq!(server.paths().validation_credit(), credit - spent);
+}
+
+#[test]
+fn a_forged_probe_ack_does_not_validate_a_path() {
+    let (mut client, mut server) = established_announcing();
+    let [_, p1, _] = add_planes(&mut client, &mut server, 40 * US);
+    let tx = step(&mut client, 50 * US);
+    let probe0 = tx
+        .iter()
+        .find(|(t, b)| t.path == p1 && kind(b) == PacketType::Probe)
+        .map(|(_, b)| b.clone())
+        .unwrap();
+    let Body::Probe(sent) = decode(&probe0).unwrap().body else {
+        panic!()
+    };
+    feed(&mut server, 60 * US, &probe0);
+    let ans = drain(&mut server, 60 * US);
+    // Wrong nonces, and the right one by another path (an answer of a validated path's
+    // probe, say, with the unvalidated path's id, or this one's by the validated path).
+    let forged = [
+        with_probe(&ans[0], OTHER, sent.nonce ^ 1, sent.ts),
+        with_probe(&ans[0], OTHER, 0, sent.ts),
+        with_probe(&ans[0], OTHER, sent.nonce.wrapping_add(1), sent.ts),
+        with_probe(&ans[0], PATH_ID, sent.nonce, sent.ts),
+        with_probe(&ans[0], SAME, sent.nonce, sent.ts),
+    ];
+    for f in &forged {
+        assert_eq!(
+            feed(&mut client, 70 * US, f),
+            Input::Dropped(DropReason::BadProbe)
+        );
+    }
+    assert!(unvalidated(&client, p1));
+    for _ in 0..64 {
+        client.send_message(1300).unwrap();
+    }
+    let tx = step(&mut client, 80 * US);
+    assert_eq!(data_on(&tx, &[p1]), 0);
+    // The genuine answer validates it, once.
+    assert_eq!(feed(&mut client, 90 * US, &ans[0]), Input::Consumed);
+    assert!(client.paths().get(p1).unwrap().is_validated());
+    assert_eq!(
+        feed(&mut client, 95 * US, &ans[0]),
+        Input::Dropped(DropReason::BadProbe)
+    );
+}
+
+#[test]
+fn an_unanswered_validation_fails_and_its_probes_stay_within_the_credit() {
+    let (mut client, mut server) = established_announcing();
+    let [_, p1, p1b] = add_planes(&mut client, &mut server, 40 * US);
+    // What the client received from the server so far: the SYN_ACK, with two endpoints.
+    let mut received = (HEADER_LEN + 17 + 2 * 20) as u64;
+    let mut to_s1 = 0u64;
+    let mut probes_to_s1 = 0;
+    let mut now = 50 * US;
+    let mut next_ping = 500 * MS;
+    let ping = forge(
+        true,
+        PATH_ID,
+        SERVER_ISN,
+        CLIENT_ISN,
+        &Body::Probe(mrc_proto::Probe { nonce: 1, ts: 0 }),
+    );
+    // S1 never answers. For 500 ms the server sends nothing else either; then it probes the
+    // handshake's path every 10 ms, which pays for probes to S1 too.
+    while now < 2_500 * MS {
+        if now >= next_ping {
+            feed(&mut client, now, &ping);
+            received += ping.len() as u64;
+            next_ping += 10 * MS;
+        }
+        for (t, b) in step(&mut client, now) {
+            if t.path == p1 || t.path == p1b {
+                assert_eq!(kind(&b), PacketType::Probe);
+                to_s1 += b.len() as u64;
+                probes_to_s1 += 1;
+            }
+        }
+        assert!(
+            to_s1 <= 3 * received,
+            "{to_s1} bytes to S1 for {received} received"
+        );
+        if now < 500 * MS {
+            assert!(unvalidated(&client, p1) && unvalidated(&client, p1b));
+        }
+        let t = client.next_timeout(now).unwrap_or(u64::MAX).min(next_ping);
+        now = t.max(now + 1);
+    }
+    // Probed at a bounded rate: three probes each until Failed, then one per failed-path
+    // interval (at most 100 ms) at most.
+    assert!(probes_to_s1 >= 6);
+    assert!(probes_to_s1 <= 2 * (3 + 20 + 1), "{probes_to_s1} probes");
+    for idx in [p1, p1b] {
+        let p = client.paths().get(idx).unwrap();
+        assert_eq!(p.state(), PathState::Failed);
+        assert_eq!(p.state_reason(), StateReason::Unvalidated);
+        assert!(!p.is_validated());
+    }
+    // An answer to a later probe validates the path after all.
+    let (probe, at) = next_probe(&mut client, now, p1);
+    feed(&mut server, at, &probe);
+    let ans = drain(&mut server, at);
+    assert_eq!(feed(&mut client, at + 50 * US, &ans[0]), Input::Consumed);
+    for idx in [p1, p1b] {
+        assert_eq!(client.paths().get(idx).unwrap().state(), PathState::Active);
+    }
+}
+
+#[test]
+fn failover_goes_only_to_validated_paths() {
+    let (mut client, mut server) = established_announcing();
+    let [same, p1, p1b] = add_planes(&mut client, &mut server, 40 * US);
+    for _ in 0..8 {
+        client.send_message(1300).unwrap();
+    }
+    let first = step(&mut client, 50 * US);
+    assert!(data_on(&first, &[0]) > 0);
+    // The handshake's path fails: its data moves to the other validated path at once.
+    client.on_send_error(60 * US, 0);
+    let resent = drain_tx(&mut client, 60 * US);
+    assert!(resent
+        .iter()
+        .any(|(t, _)| t.path == same && t.data.is_some_and(|d| d.retransmit)));
+    assert_eq!(data_on(&resent, &[p1, p1b]), 0);
+    // That one fails too: the data waits rather than go to S1, which is not proven.
+    client.on_send_error(70 * US, same);
+    let mut now = 70 * US;
+    for _ in 0..20 {
+        let tx = step(&mut client, now);
+        assert_eq!(data_on(&tx, &[p1, p1b]), 0);
+        now += 100 * US;
+    }
+    assert_eq!(client.paths().paths_in_state(PathState::Active), 0);
+}
+
+#[test]
+fn paths_to_the_handshake_address_need_no_validation() {
+    // The accepting end: its handshake's address is the SYN's source.
+    let (mut client, mut server) = established_announcing();
+    let ids = PathIds {
+        path_id: SAME,
+        plane: 0,
+        entropy: 9,
+    };
+    let s = server.add_peer_path(40 * US, ids, false, &C0).unwrap();
+    assert!(server.paths().get(s).unwrap().is_validated());
+    // Another port of the same host is another address.
+    let ids = PathIds {
+        path_id: OTHER,
+        ..ids
+    };
+    let other_port = Endpoint::v4([10, 0, 0, 2], 6001, false);
+    let c = client
+        .add_peer_path(40 * US, ids, false, &other_port)
+        .unwrap();
+    assert!(unvalidated(&client, c));
+}

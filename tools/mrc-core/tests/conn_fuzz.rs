@@ -27,6 +27,8 @@
 //!   the counters, cumulative acks and message ids never go back;
 //! - an accepting end sends, before its handshake completes, at most three times the bytes of
 //!   the SYNs it took (the anti-amplification limit);
+//! - nothing but probes, their answers and ACKs goes on a path not validated, and those
+//!   within three times the bytes the connection was fed;
 //! - a sequence number is stored at most once, every delivered message consists of stored
 //!   payloads that add up to its length, messages come in order, and nothing follows
 //!   `Event::Closed`;
@@ -294,6 +296,10 @@ struct Peer {
     amp_in: u64,
     /// Bytes an accepting end sent before its handshake completed.
     amp_out: u64,
+    /// Bytes of every packet fed to the connection.
+    rx_bytes: u64,
+    /// Bytes sent on paths not validated.
+    unvalidated_out: u64,
 }
 
 /// What must never go back.
@@ -406,6 +412,8 @@ impl Peer {
             prev: Snapshot::default(),
             amp_in: 0,
             amp_out: 0,
+            rx_bytes: 0,
+            unvalidated_out: 0,
         }
     }
 
@@ -622,6 +630,7 @@ impl World {
                     .set_handshake_peer(Endpoint::v4([192, 0, 2, 1], 1, false));
                 p.conn.accept(now, &pkt, s.isn[2], &[]).expect("accept");
                 p.amp_in = n as u64;
+                p.rx_bytes = n as u64;
                 self.peers.push(p);
             }
         }
@@ -667,6 +676,29 @@ impl World {
             let bytes = self.finish(i, &tx, &mut buf);
             self.buf = buf;
             let p = &mut self.peers[i];
+            if p.conn
+                .paths()
+                .get(tx.path)
+                .is_some_and(|q| !q.is_validated())
+            {
+                assert!(
+                    matches!(
+                        tx.kind,
+                        PacketType::Probe | PacketType::ProbeAck | PacketType::Ack
+                    ),
+                    "{}: {:?} on an unvalidated path",
+                    p.name,
+                    tx.kind
+                );
+                p.unvalidated_out += bytes.len() as u64;
+                assert!(
+                    p.unvalidated_out <= 3 * p.rx_bytes,
+                    "{}: sent {} bytes on unvalidated paths, for {} received",
+                    p.name,
+                    p.unvalidated_out,
+                    p.rx_bytes
+                );
+            }
             if p.conn.is_passive() && !p.connected_seen {
                 p.amp_out += bytes.len() as u64;
                 assert!(
@@ -891,6 +923,7 @@ impl World {
         let pkt = decode(bytes).ok()?;
         let now = self.now;
         let p = &mut self.peers[i];
+        p.rx_bytes += bytes.len() as u64;
         if real && i == 1 && p.conn.state() == State::Idle {
             if let Body::Syn(_) = pkt.body {
                 if p.conn.accept(now, &pkt, self.setup.isn[1], &[]).is_ok() {
@@ -1265,7 +1298,13 @@ impl World {
                         plane: sel % 2,
                         entropy: id as u16,
                     };
-                    let _ = c.paths_mut().add(now, ids, *backup);
+                    if sel & 4 == 0 {
+                        let _ = c.paths_mut().add(now, ids, *backup);
+                    } else {
+                        // A path to an endpoint of the peer's that nothing has proven.
+                        let ep = Endpoint::v4([10, 0, (sel >> 3) % 4, 1], 6000, false);
+                        let _ = c.add_peer_path(now, ids, *backup, &ep);
+                    }
                 }
             }
             Op::SendFail { on, sel } => {

@@ -4,7 +4,8 @@
 use mrc_core::mrc_cc::{CcKind, CongestionControl};
 use mrc_core::mrc_path::{
     Path, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, StateReason, TickResult,
-    Transition, UnknownProbe, MAX_PATHS, PROBES_REMEMBERED, WEIGHT_DEFAULT,
+    Transition, UnknownProbe, MAX_PATHS, PROBES_REMEMBERED, PROBE_WIRE_LEN, VALIDATION_CREDIT_MAX,
+    WEIGHT_DEFAULT,
 };
 
 const US: u64 = 1_000;
@@ -985,7 +986,11 @@ fn arbitrary_event_sequences_do_not_panic() {
             let bytes = ((r >> 28) % 3000) as u32;
             match (r >> 40) % 13 {
                 0 => {
-                    t.add(now, ids(idx as u32), r & 1 == 0);
+                    if r & 2 == 0 {
+                        t.add(now, ids(idx as u32), r & 1 == 0);
+                    } else {
+                        t.add_unvalidated(now, ids(idx as u32), r & 1 == 0);
+                    }
                 }
                 1 => {
                     if r & 7 == 0 {
@@ -1009,9 +1014,12 @@ fn arbitrary_event_sequences_do_not_panic() {
                 }
                 10 => {
                     if let Some(i) = t.pick_path(now, bytes) {
+                        assert!(t.get(i).unwrap().is_validated());
                         t.on_sent(i, now, bytes, false);
                     }
-                    t.pick_retransmit_path(now, bytes, Some(idx));
+                    if let Some(i) = t.pick_retransmit_path(now, bytes, Some(idx)) {
+                        assert!(t.get(i).unwrap().is_validated());
+                    }
                 }
                 11 => t.on_rto(idx, now),
                 _ => {
@@ -1019,7 +1027,15 @@ fn arbitrary_event_sequences_do_not_panic() {
                     t.set_backup(idx, r & 8 == 0);
                     t.next_timer(now);
                     t.rto_ns(idx);
+                    t.earn_validation_credit(r >> 52);
+                    if r & 16 == 0 {
+                        t.validate(idx, now);
+                    }
+                    t.spend_validation_credit(idx, bytes.into());
                 }
+            }
+            for (_, p) in t.iter() {
+                assert!(p.is_validated() || p.state() != PathState::Active);
             }
         }
         assert!(t.len() <= MAX_PATHS);
@@ -1432,4 +1448,112 @@ fn send_error_fails_a_path_at_once_until_a_probe_is_answered() {
         .expect("Failed to Active");
     assert_eq!(back.to, PathState::Active);
     assert_eq!(t.get(1).unwrap().state_reason(), StateReason::ProbeAnswered);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Path validation
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn an_unvalidated_path_is_probed_only_as_far_as_the_credit_goes() {
+    let mut t = primed(1);
+    let u = t.add_unvalidated(0, ids(1), false).unwrap();
+    let p = t.get(u).unwrap();
+    assert!(!p.is_validated());
+    assert_eq!(p.state(), PathState::Suspect);
+    assert_eq!(p.state_reason(), StateReason::Unvalidated);
+    // No credit: no probe, and no deadline for it (the other path's heartbeat is later).
+    assert!(t.next_timer(MS).unwrap() > MS);
+    assert!(!t.on_tick(MS).probe.contains(u));
+    // Two probes' worth: one now, one when it times out; then it waits for credit.
+    t.earn_validation_credit(2 * PROBE_WIRE_LEN);
+    assert_eq!(t.next_timer(MS), Some(MS));
+    let mut now = MS;
+    let mut probes = 0;
+    for _ in 0..50 {
+        let r = t.on_tick(now);
+        if r.probe.contains(u) {
+            t.on_probe_sent(u, now, 7);
+            probes += 1;
+        }
+        match t.next_timer(now) {
+            Some(n) if n < 50 * MS => now = n.max(now + 1),
+            _ => break,
+        }
+    }
+    assert_eq!(probes, 2);
+    assert_eq!(t.validation_credit(), 0);
+    let p = t.get(u).unwrap();
+    assert_eq!(p.state(), PathState::Suspect);
+    assert_eq!(p.missed_probes(), 2);
+    // More credit: the third probe goes unanswered too, and the path is Failed for good
+    // reason.
+    t.earn_validation_credit(PROBE_WIRE_LEN);
+    run(&mut t, now, now + 50 * MS, &[u], u);
+    let p = t.get(u).unwrap();
+    assert_eq!(p.state(), PathState::Failed);
+    assert_eq!(p.state_reason(), StateReason::Unvalidated);
+    assert_eq!(t.validation_credit(), 0);
+}
+
+#[test]
+fn an_unvalidated_path_gets_no_data_until_a_probe_is_answered() {
+    let mut t = primed(1);
+    let u = t.add_unvalidated(0, ids(1), false).unwrap();
+    // Path 0's window full, or path 0 gone: still nothing for the unvalidated path.
+    for _ in 0..1000 {
+        match t.pick_path(MS, MSS) {
+            Some(i) => {
+                assert_eq!(i, 0);
+                t.on_sent(i, MS, MSS, false);
+            }
+            None => break,
+        }
+    }
+    assert_eq!(t.pick_retransmit_path(MS, MSS, Some(0)), None);
+    t.on_send_error(0, MS);
+    assert_eq!(t.pick_path(2 * MS, MSS), None);
+    assert_eq!(t.pick_retransmit_path(2 * MS, MSS, None), None);
+    // Sending anything else on it takes credit, which there is none of yet.
+    assert!(!t.spend_validation_credit(u, 60));
+    assert!(t.spend_validation_credit(0, 60));
+    t.earn_validation_credit(100);
+    assert!(t.spend_validation_credit(u, 60));
+    assert!(!t.spend_validation_credit(u, 60));
+    // A genuine answer proves its address.
+    t.earn_validation_credit(PROBE_WIRE_LEN);
+    assert!(t.on_tick(3 * MS).probe.contains(u));
+    t.on_probe_sent(u, 3 * MS, 9);
+    assert_eq!(t.on_probe_answer(u, 3 * MS + 40 * US, 8), Err(UnknownProbe));
+    assert!(!t.get(u).unwrap().is_validated());
+    let tr = t.on_probe_answer(u, 3 * MS + 50 * US, 9).unwrap();
+    assert_eq!(
+        tr.map(|x| (x.from, x.to)),
+        Some((PathState::Suspect, PathState::Active))
+    );
+    let p = t.get(u).unwrap();
+    assert!(p.is_validated());
+    assert_eq!(p.state_reason(), StateReason::ProbeAnswered);
+    assert_eq!(t.pick_path(4 * MS, MSS), Some(u));
+}
+
+#[test]
+fn validate_proves_a_path_as_a_new_one_starts() {
+    let mut t = primed(1);
+    let u = t.add_unvalidated(0, ids(1), false).unwrap();
+    assert_eq!(t.pick_path(MS, MSS), Some(0));
+    let tr = t.validate(u, MS).unwrap();
+    assert_eq!((tr.from, tr.to), (PathState::Suspect, PathState::Active));
+    assert!(t.get(u).unwrap().is_validated());
+    assert_eq!(t.validate(u, MS), None);
+    assert_eq!(t.validate(0, MS), None);
+    t.on_send_error(0, MS);
+    assert_eq!(t.pick_path(MS, MSS), Some(u));
+}
+
+#[test]
+fn validation_credit_is_capped() {
+    let mut t = table(1);
+    t.earn_validation_credit(u64::MAX);
+    assert_eq!(t.validation_credit(), VALIDATION_CREDIT_MAX);
 }

@@ -123,6 +123,7 @@ spec_enum!(
         PROBE_TIMEOUT = 2, "probe-timeout";
         PROBE_ANSWERED = 3, "probe-answered";
         LOCAL_DOWN = 4, "local-down";
+        UNVALIDATED = 5, "unvalidated";
     }
 );
 

@@ -26,7 +26,7 @@ use std::rc::Rc;
 
 use mrc_core::mrc_conn::{self, Conn, ConnConfig, ConnError, Event, Input, State};
 use mrc_core::mrc_path::PathIds;
-use mrc_core::mrc_proto::{self, Body, DecodeError, Packet, PacketType, HEADER_LEN};
+use mrc_core::mrc_proto::{self, Body, DecodeError, Endpoint, Packet, PacketType, HEADER_LEN};
 
 /// One microsecond in nanoseconds.
 pub const US: u64 = 1_000;
@@ -177,6 +177,12 @@ pub struct SimCfg {
     /// Per path, the plane (NIC pair) it runs over; empty means the plane of its bottleneck,
     /// or a plane per path without shared bottlenecks.
     pub planes: Vec<u8>,
+    /// Whether the ends open their paths as the kernel does: each end announces an endpoint
+    /// per plane in its handshake, the handshake goes on path 0, and the other paths are
+    /// opened to the peer's endpoints (the client's once the handshake completes), those on
+    /// other planes than path 0's validated by a probe before they carry data. Without it,
+    /// both ends have every path from the start, all of them carrying data at once.
+    pub announced: bool,
 }
 
 /// A host whose packet processing, not its links, is the bottleneck: each node has `queues`
@@ -249,6 +255,7 @@ impl SimCfg {
             bottleneck: Vec::new(),
             cpu: None,
             planes: Vec::new(),
+            announced: true,
         }
     }
 }
@@ -303,6 +310,33 @@ pub fn vm_conn() -> ConnConfig {
 /// The path id both ends use for path `i`.
 pub fn path_id(i: usize) -> u32 {
     100 + i as u32
+}
+
+/// The endpoint node `node` announces for plane `plane`.
+pub fn endpoint(node: usize, plane: u8) -> Endpoint {
+    Endpoint::v4([10, 0, plane, 1 + node as u8], 6000, false)
+}
+
+/// The endpoints node `node` announces: one per plane of the paths, in order of first use.
+fn endpoints(cfg: &SimCfg, node: usize) -> Vec<Endpoint> {
+    let mut planes: Vec<u8> = Vec::new();
+    for i in 0..cfg.paths.len() {
+        let p = ids(cfg, i).plane;
+        if !planes.contains(&p) {
+            planes.push(p);
+        }
+    }
+    planes.into_iter().map(|p| endpoint(node, p)).collect()
+}
+
+/// Opens paths `1..` of `conn`, which node `node` has, to the peer's endpoints (see
+/// [`SimCfg::announced`]).
+fn open_announced(cfg: &SimCfg, conn: &mut Conn, node: usize, now: u64) {
+    for i in 1..cfg.paths.len() {
+        let ids = ids(cfg, i);
+        let remote = endpoint(1 - node, ids.plane);
+        conn.add_peer_path(now, ids, false, &remote);
+    }
 }
 
 /// The ids of path `i`, on the plane [`SimCfg::planes`] gives it.
@@ -458,8 +492,10 @@ pub struct Sim {
     cpus: [Vec<Cpu>; 2],
     /// Counters of the CPU model.
     pub cpu_stats: CpuStats,
-    /// Per node, the state of each path after the last event, to count transitions.
-    path_states: [Vec<mrc_core::mrc_path::PathState>; 2],
+    /// Per node, the state of each path after the last event, to count transitions; `None`
+    /// for a path not seen yet, whose first state (Suspect while unvalidated) is no
+    /// transition.
+    path_states: [Vec<Option<mrc_core::mrc_path::PathState>>; 2],
     /// Per node, transitions of a path from Active to Suspect or Failed.
     pub path_downs: [u64; 2],
     /// Per node, those of `path_downs` caused by a loss burst.
@@ -490,15 +526,24 @@ impl Sim {
     fn build(cfg: SimCfg, start: u64, shared: Option<Rc<RefCell<SharedLink>>>) -> Self {
         let mut rng = Rng(cfg.seed);
         let mut client = Node::new(cfg.conn);
-        for i in 0..cfg.paths.len() {
+        let n_open = if cfg.announced { 1 } else { cfg.paths.len() };
+        for i in 0..n_open {
             client.conn.paths_mut().add(start, ids(&cfg, i), false);
         }
         let session = rng.next_u64();
         let isn = rng.next_u64();
         client.conn.set_ports(CLIENT_PORT, SERVER_PORT);
+        let eps = if cfg.announced {
+            client
+                .conn
+                .set_handshake_peer(endpoint(1, ids(&cfg, 0).plane));
+            endpoints(&cfg, 0)
+        } else {
+            Vec::new()
+        };
         client
             .conn
-            .connect(start, session, isn, &[])
+            .connect(start, session, isn, &eps)
             .expect("connect");
         let server = Node::new(cfg.conn);
         let n = cfg.paths.len();
@@ -753,12 +798,24 @@ impl Sim {
                     .push(format!("SYN for port {}", hs.dst_port));
                 return;
             }
-            for i in 0..self.cfg.paths.len() {
+            let announced = self.cfg.announced;
+            let n_open = if announced { 1 } else { self.cfg.paths.len() };
+            for i in 0..n_open {
                 node.conn.paths_mut().add(now, ids(&self.cfg, i), false);
             }
+            let eps = if announced {
+                node.conn
+                    .set_handshake_peer(endpoint(0, ids(&self.cfg, 0).plane));
+                endpoints(&self.cfg, 1)
+            } else {
+                Vec::new()
+            };
             let isn = self.rng.next_u64();
-            if let Err(e) = self.nodes[to].conn.accept(now, &pkt, isn, &[]) {
+            if let Err(e) = self.nodes[to].conn.accept(now, &pkt, isn, &eps) {
                 self.violations.push(format!("accept failed: {e:?}"));
+            }
+            if announced {
+                open_announced(&self.cfg, &mut self.nodes[to].conn, to, now);
             }
             let conn = &self.nodes[to].conn;
             if (conn.local_port(), conn.peer_port()) != (SERVER_PORT, CLIENT_PORT) {
@@ -845,7 +902,14 @@ impl Sim {
                         self.push(at, Ev::Read { node: i });
                     }
                 }
-                other => self.nodes[i].events.push(other),
+                other => {
+                    // The client opens its other paths once the SYN_ACK told it the
+                    // server's endpoints, as the kernel's glue does.
+                    if other == Event::Connected && i == 0 && self.cfg.announced {
+                        open_announced(&self.cfg, &mut self.nodes[0].conn, 0, now);
+                    }
+                    self.nodes[i].events.push(other)
+                }
             }
         }
         // The application reads.
@@ -1022,15 +1086,15 @@ impl Sim {
             let states = &mut self.path_states[i];
             for (idx, p) in conn.paths().iter() {
                 if states.len() <= idx {
-                    states.resize(idx + 1, PathState::Active);
+                    states.resize(idx + 1, None);
                 }
-                if states[idx] == PathState::Active && p.state() != PathState::Active {
+                if states[idx] == Some(PathState::Active) && p.state() != PathState::Active {
                     self.path_downs[i] += 1;
                     if p.state_reason() == mrc_core::mrc_path::StateReason::LossBurst {
                         self.loss_burst_downs[i] += 1;
                     }
                 }
-                states[idx] = p.state();
+                states[idx] = Some(p.state());
             }
         }
     }
