@@ -325,6 +325,9 @@ void mrc_local_bh_enable(void) { local_bh_enable(); }
 struct sk_buff *mrc_skb_next(const struct sk_buff *skb) { return skb->next; }
 void mrc_skb_set_next(struct sk_buff *skb, struct sk_buff *next) { skb->next = next; }
 void mrc_lock_sock(struct sock *sk) { lock_sock(sk); }
+void mrc_sock_slock(struct sock *sk) { spin_lock_bh(&sk->sk_lock.slock); }
+void mrc_sock_sunlock(struct sock *sk) { spin_unlock_bh(&sk->sk_lock.slock); }
+bool mrc_sock_owned(const struct sock *sk) { return sock_owned_by_user(sk); }
 wait_queue_head_t *mrc_sk_sleep(struct sock *sk) { return sk_sleep(sk); }
 bool mrc_signal_pending(void) { return signal_pending(current); }
 int mrc_sock_intr_errno(long timeo) { return sock_intr_errno(timeo); }

@@ -148,6 +148,8 @@ struct Stats {
     rx_bytes: AtomicU64,
     /// GSO packets and GRO trains received, each of several `rx_packets`.
     rx_gro: AtomicU64,
+    /// Datagrams queued for the task that owned their socket.
+    rx_backlog: AtomicU64,
     drop_decode: [AtomicU64; DecodeError::COUNT],
     drop_no_session: AtomicU64,
     drop_no_memory: AtomicU64,
@@ -159,6 +161,8 @@ struct Stats {
     drop_udp_checksum: AtomicU64,
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
+    /// Datagrams over the backlog of a socket a task owned.
+    drop_sock_backlog: AtomicU64,
     tx_retransmits: AtomicU64,
     /// New DATA packets received marked ECN "congestion experienced".
     ecn_ce_packets: AtomicU64,
@@ -193,6 +197,7 @@ impl Stats {
             rx_packets: AtomicU64::new(0),
             rx_bytes: AtomicU64::new(0),
             rx_gro: AtomicU64::new(0),
+            rx_backlog: AtomicU64::new(0),
             drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
             drop_no_session: AtomicU64::new(0),
             drop_no_memory: AtomicU64::new(0),
@@ -202,6 +207,7 @@ impl Stats {
             drop_udp_checksum: AtomicU64::new(0),
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
+            drop_sock_backlog: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
             ecn_ce_packets: AtomicU64::new(0),
             ecn_echoes: AtomicU64::new(0),
@@ -651,6 +657,17 @@ impl MrcNet {
     /// none of its peer's.
     pub(crate) fn count_wrong_source(&self) {
         self.stats.count_drop(RxDrop::WrongSource);
+    }
+
+    /// Counts datagrams queued for the task that owned their socket, and
+    /// those that did not fit.
+    pub(crate) fn count_backlog(&self, queued: u32, dropped: u32) {
+        let s = &self.stats;
+        s.rx_backlog.fetch_add(u64::from(queued), Ordering::Relaxed);
+        if dropped > 0 {
+            s.drop_sock_backlog
+                .fetch_add(u64::from(dropped), Ordering::Relaxed);
+        }
     }
 
     /// Counts a DATA packet dropped for want of receive memory: its
@@ -1108,6 +1125,7 @@ impl ProcShow for MrcNet {
         writeln!(out, "rx_packets {}", get(&s.rx_packets))?;
         writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
         writeln!(out, "rx_gro {}", get(&s.rx_gro))?;
+        writeln!(out, "rx_backlog {}", get(&s.rx_backlog))?;
         writeln!(out, "tx_packets {}", get(&s.tx_packets))?;
         writeln!(out, "tx_gso {}", get(&s.tx_gso))?;
         writeln!(out, "tx_bytes {}", get(&s.tx_bytes))?;
@@ -1124,6 +1142,7 @@ impl ProcShow for MrcNet {
             writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
+        writeln!(out, "drop_sock_backlog {}", get(&s.drop_sock_backlog))?;
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
         writeln!(out, "conns_failed {}", get(&s.conns_failed))?;

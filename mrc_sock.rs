@@ -59,9 +59,9 @@ use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, GenlMsg, IpAddr, MrcAddr,
-    MsgBuf, OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest,
-    UdpAddrs,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, Backlog, Deferred, GenlMsg,
+    IpAddr, MrcAddr, MsgBuf, OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh,
+    TxChain, TxDest, UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -923,17 +923,57 @@ fn settle(sk: &Sock, net: &MrcNet, after: After) {
     }
 }
 
-/// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`].
+/// Runs `f` on the locked state of `sk`, then [`drive`] and [`finish`];
+/// first whatever softirq left for the socket's owner, so that packets that
+/// arrived while the caller held the socket count before it acts.
 fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
+    run(sk, sk.take_deferred(), f)
+}
+
+/// What softirq deferred while a task owned the socket, run by the owner as
+/// it releases the socket (`mrc_sys`'s `release_cb`).
+pub(crate) fn owner_backlog(sk: &Sock, deferred: Deferred) {
+    run(sk, deferred, |_, _| ());
+}
+
+/// Runs, under one turn of the connection's lock, the timer if it fired,
+/// the packets in `deferred`, then `f`, then [`drive`]; then [`settle`].
+fn run<R>(sk: &Sock, deferred: Deferred, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
     let net = sk.mrc_net();
     let now = mrc_sys::now_ns();
+    let Deferred {
+        mut packets, timer, ..
+    } = deferred;
+    let mut answer_rst = None;
     let (r, after) = {
         let mut inner = sk.state().inner.lock();
+        if timer {
+            inner.timer_at = None;
+        }
+        if !inner.dead {
+            let handshake_peer = inner.peer.map(|p| p.ip);
+            if let Some(s) = inner.sess.as_deref_mut() {
+                if timer {
+                    s.share_liveness(now);
+                    s.conn.on_timeout(now);
+                }
+                while let Some(skb) = packets.pop() {
+                    if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
+                        answer_rst = Some(rst);
+                    }
+                }
+            }
+        }
         let r = f(&mut inner, now);
         let after = drive(sk, net, &mut inner, now);
         (r, after)
     };
+    // Packets of a connection that is gone are freed unlocked.
+    drop(packets);
     settle(sk, net, after);
+    if let Some((h, a)) = answer_rst {
+        net.reply_rst(&a, &h);
+    }
     r
 }
 
@@ -942,29 +982,17 @@ fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
 /// They are taken under one turn of the connection's lock, which the other
 /// CPU's softirq, the sender and the timer take too, and the connection
 /// answers once for all of them: an acknowledgement that several packets
-/// asked for goes out once.
-pub(crate) fn input(sk: &Sock, net: &MrcNet, mut batch: SkbList) {
-    let now = mrc_sys::now_ns();
-    let mut answer_rst = None;
-    let after = {
-        let mut inner = sk.state().inner.lock();
-        if inner.dead {
-            return;
-        }
-        let handshake_peer = inner.peer.map(|p| p.ip);
-        let Some(s) = inner.sess.as_deref_mut() else {
-            return;
-        };
-        while let Some(skb) = batch.pop() {
-            if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
-                answer_rst = Some(rst);
-            }
-        }
-        drive(sk, net, &mut inner, now)
-    };
-    settle(sk, net, after);
-    if let Some((h, a)) = answer_rst {
-        net.reply_rst(&a, &h);
+/// asked for goes out once. While a task owns the socket they wait for it
+/// in the socket's backlog instead (`Sock::backlog_unless_free`), as TCP's
+/// do, so that softirq never spins on a lock the task holds across its
+/// work; the owner takes them when it next acts on the connection or
+/// releases the socket. The backlog holds at most the socket's receive
+/// and send buffers' worth, as TCP's.
+pub(crate) fn input(sk: &Sock, net: &MrcNet, batch: SkbList) {
+    let limit = sk.rcvbuf().saturating_add(sk.sndbuf());
+    match sk.backlog_unless_free(batch, limit) {
+        Backlog::Free(packets) => run(sk, Deferred::packets(packets), |_, _| ()),
+        Backlog::Queued { queued, dropped } => net.count_backlog(queued, dropped),
     }
 }
 
@@ -1052,23 +1080,13 @@ fn input_one(
     }
 }
 
-/// The socket's timer fired (softirq).
+/// The socket's timer fired (softirq). While a task owns the socket the
+/// timer's work waits for it, as the packets do ([`input`]).
 pub(crate) fn timer(sk: &Sock) {
-    let net = sk.mrc_net();
-    let now = mrc_sys::now_ns();
-    let after = {
-        let mut inner = sk.state().inner.lock();
-        inner.timer_at = None;
-        if inner.dead {
-            return;
-        }
-        if let Some(s) = inner.sess.as_deref_mut() {
-            s.share_liveness(now);
-            s.conn.on_timeout(now);
-        }
-        drive(sk, net, &mut inner, now)
-    };
-    settle(sk, net, after);
+    if sk.defer_timer() {
+        return;
+    }
+    run(sk, Deferred::timer(), |_, _| ());
 }
 
 /// The socket's work item (process context): a listener finishes the

@@ -1697,13 +1697,93 @@ impl IpAddr {
 /// The protocol state every MRC socket carries.
 type State = crate::mrc_sock::MrcSock;
 
-/// `struct sock` followed by the socket's timer, work item and protocol state.
+/// `struct sock` followed by the socket's timer, work item, the work
+/// softirq left for its owner and protocol state.
 #[repr(C)]
 struct SockWith {
     sk: Opaque<bindings::sock>,
     timer: Opaque<bindings::hrtimer>,
     work: Opaque<bindings::work_struct>,
+    /// Guarded by the socket's spinlock (`sk_lock.slock`); see
+    /// [`Sock::backlog_unless_free`].
+    deferred: UnsafeCell<Deferred>,
     state: State,
+}
+
+/// What softirq left for the owner of a socket (the task that holds it
+/// with `lock_sock`) to do when it releases it, as TCP's socket backlog
+/// and its deferred timers.
+#[derive(Default)]
+pub(crate) struct Deferred {
+    /// Received packets, in arrival order.
+    pub(crate) packets: SkbList,
+    /// Sum of the packets' `truesize`.
+    bytes: u32,
+    /// The socket's timer fired.
+    pub(crate) timer: bool,
+}
+
+impl Deferred {
+    /// Packets for the connection to take.
+    pub(crate) fn packets(packets: SkbList) -> Self {
+        Self {
+            packets,
+            ..Self::default()
+        }
+    }
+
+    /// The timer's work.
+    pub(crate) fn timer() -> Self {
+        Self {
+            timer: true,
+            ..Self::default()
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.packets.is_empty() && !self.timer
+    }
+}
+
+/// Where softirq's packets for a socket went ([`Sock::backlog_unless_free`]).
+pub(crate) enum Backlog {
+    /// No task owns the socket: the caller processes them now.
+    Free(SkbList),
+    /// The owner processes them when it releases the socket; `dropped` of
+    /// them did not fit in the backlog and were freed.
+    Queued { queued: u32, dropped: u32 },
+}
+
+/// The socket's spinlock (`sk_lock.slock`), held.
+struct Slock<'a>(&'a Sock);
+
+impl<'a> Slock<'a> {
+    fn new(sk: &'a Sock) -> Self {
+        // SAFETY: the socket is alive; released by `drop`. Taken with bottom
+        // halves disabled, so it nests under no lock and in any context.
+        unsafe { bindings::mrc_sock_slock(sk.as_ptr()) };
+        Self(sk)
+    }
+
+    /// Whether a task owns the socket (`lock_sock`).
+    fn owned(&self) -> bool {
+        // SAFETY: `slock` is held, under which ownership changes.
+        unsafe { bindings::mrc_sock_owned(self.0.as_ptr()) }
+    }
+
+    fn deferred(&mut self) -> &mut Deferred {
+        // SAFETY: `deferred` is initialised by `init_sock` and only ever
+        // accessed under `slock`, which `self` holds; `&mut self` makes this
+        // the only access through the guard.
+        unsafe { &mut *(*self.0.with()).deferred.get() }
+    }
+}
+
+impl Drop for Slock<'_> {
+    fn drop(&mut self) {
+        // SAFETY: taken in `new`.
+        unsafe { bindings::mrc_sock_sunlock(self.0.as_ptr()) };
+    }
 }
 
 static PROTO: StaticCell<bindings::proto> = StaticCell::zeroed();
@@ -1764,6 +1844,56 @@ impl Sock {
         // SAFETY: the socket is alive (`&self`).
         unsafe { bindings::mrc_sock_hold(self.as_ptr()) };
         SockRef(NonNull::from(self))
+    }
+
+    /// Softirq: unless a task owns the socket (holds it with `lock_sock`),
+    /// returns `batch` to be processed now. Otherwise queues it for the
+    /// owner, who processes it as it releases the socket (`release_cb`),
+    /// so softirq never waits for a task: as `tcp_add_backlog`, up to
+    /// `limit` bytes of `truesize` in all, beyond which packets are freed.
+    pub(crate) fn backlog_unless_free(&self, mut batch: SkbList, limit: u32) -> Backlog {
+        let mut slock = Slock::new(self);
+        if !slock.owned() {
+            return Backlog::Free(batch);
+        }
+        let d = slock.deferred();
+        let (mut queued, mut dropped) = (0, 0);
+        let mut freed = SkbList::new();
+        while let Some(skb) = batch.pop() {
+            let size = skb.truesize();
+            match d.bytes.checked_add(size).filter(|b| *b <= limit) {
+                Some(b) => {
+                    d.bytes = b;
+                    d.packets.push(skb);
+                    queued += 1;
+                }
+                None => {
+                    freed.push(skb);
+                    dropped += 1;
+                }
+            }
+        }
+        drop(slock);
+        // `freed` goes here, with the lock dropped.
+        Backlog::Queued { queued, dropped }
+    }
+
+    /// Softirq: the socket's timer fired. Returns `true` if a task owns the
+    /// socket, which then runs the timer's work as it releases it.
+    pub(crate) fn defer_timer(&self) -> bool {
+        let mut slock = Slock::new(self);
+        let owned = slock.owned();
+        if owned {
+            slock.deferred().timer = true;
+        }
+        owned
+    }
+
+    /// Takes what softirq left for the owner, for the caller to do now
+    /// (an owner that need not wait for its release, to act on packets
+    /// before it sends more).
+    pub(crate) fn take_deferred(&self) -> Deferred {
+        core::mem::take(Slock::new(self).deferred())
     }
 
     /// Takes the socket lock of process context (`lock_sock`).
@@ -2049,6 +2179,7 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         bindings::mrc_init_work(Opaque::raw_get(ptr::addr_of!((*this).work)), Some(work_run));
         (*sk).sk_rcvbuf = SOCK_BUF_DEFAULT as c_int;
         (*sk).sk_sndbuf = SOCK_BUF_DEFAULT as c_int;
+        ptr::addr_of_mut!((*this).deferred).write(UnsafeCell::new(Deferred::default()));
         let init = State::new();
         let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
         (*sk).sk_destruct = Some(sk_destruct);
@@ -2168,7 +2299,36 @@ unsafe extern "C" fn sk_destruct(sk: *mut bindings::sock) {
     // SAFETY: the last reference is gone; `init_sock` initialised `state`.
     unsafe {
         bindings::mrc_skb_queue_purge(ptr::addr_of_mut!((*sk).sk_receive_queue));
+        ptr::drop_in_place(ptr::addr_of_mut!((*this).deferred));
         ptr::drop_in_place(ptr::addr_of_mut!((*this).state));
+    }
+}
+
+/// `proto::release_cb`: the socket's owner releases it (`release_sock`),
+/// with `slock` held and bottom halves disabled, still owning it. What
+/// softirq deferred meanwhile is done here, with `slock` dropped (as
+/// MPTCP's `release_cb` does), and again until nothing is left: softirq
+/// checks ownership under `slock`, which is held from the last check until
+/// ownership ends, so nothing is left behind.
+///
+/// # Safety
+///
+/// Called only by `release_sock` for an MRC socket, with `slock` held.
+unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
+    // SAFETY: the caller owns the live socket.
+    let sock = unsafe { Sock::from_raw(sk) };
+    loop {
+        // SAFETY: `slock` is held (the function's contract), under which
+        // `deferred` is accessed.
+        let d = core::mem::take(unsafe { &mut *(*sock.with()).deferred.get() });
+        if d.is_empty() {
+            return;
+        }
+        // SAFETY: held on entry; taken again below, as the caller expects.
+        unsafe { bindings::mrc_sock_sunlock(sk) };
+        crate::mrc_sock::owner_backlog(sock, d);
+        // SAFETY: dropped above.
+        unsafe { bindings::mrc_sock_slock(sk) };
     }
 }
 
@@ -2858,6 +3018,7 @@ impl ProtoRegistration {
         }
         proto.owner = module.as_ptr().cast();
         proto.obj_size = size_of::<SockWith>() as c_uint;
+        proto.release_cb = Some(release_cb);
         // SAFETY: `PROTO` is set up and lives forever.
         if let Err(e) = to_result(unsafe { bindings::proto_register(PROTO.as_ptr(), 1) }) {
             WORKQUEUE.store(ptr::null_mut(), core::sync::atomic::Ordering::Release);
