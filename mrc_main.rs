@@ -22,6 +22,7 @@ pub mod mrc_proto;
 
 mod mrc_io;
 mod mrc_net;
+mod mrc_rx;
 mod mrc_sock;
 mod mrc_sys;
 

@@ -38,7 +38,7 @@
 //!   aggregates, not a sender's GSO packet on a veth, and depends on GRO
 //!   internals that change between kernel versions. A GSO packet or GRO
 //!   train is split into its datagrams there (`udp_rcv_segment()`, as UDP
-//!   would) and [`EncapHandler::receive`] gets them together: a run of
+//!   would) and `mrc_rx` gets them together: a run of
 //!   datagrams for one connection costs one session lookup and one turn of
 //!   the connection's lock (`mrc_sock::input`). Of a DATA packet only the
 //!   UDP and MRC headers are made linear: its checksum is computed over the
@@ -49,6 +49,15 @@
 //! - **Acknowledgements.** The connection is driven once per run, so an
 //!   acknowledgement that several of its packets ask for goes out once;
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
+//! - **Locks.** Softirq never spins on a connection that a task holds
+//!   (`lock_sock`: a reader copying a message out, a writer copying one
+//!   in). It puts the run of datagrams in the socket's backlog instead, as
+//!   TCP does, and the task takes them the next time it acts on the
+//!   connection (before it sends more) or as it releases the socket
+//!   (`release_cb`); a timer that fires meanwhile leaves its work the same
+//!   way (`Sock::backlog_unless_free`, `mrc_sock::input`). The backlog holds
+//!   at most the socket's receive and send buffers' worth of `truesize`
+//!   (`rx_backlog`, `drop_sock_backlog`).
 //! - **Memory.** Every packet a connection keeps is charged at its
 //!   `truesize` to the MRC socket's receive buffer and to the module-wide
 //!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);
@@ -91,12 +100,12 @@ const CONN_DROPS: [ConnDrop; 8] = [
 ];
 use crate::mrc_limit::TokenBucket;
 use crate::mrc_path::PathConfig;
-use crate::mrc_proto::{self, Body, DecodeError, Header, Packet, PacketType, HEADER_LEN};
+use crate::mrc_proto::{self, DecodeError, Header, Packet, PacketType, HEADER_LEN};
 use crate::mrc_sock;
 use crate::mrc_sys::{
-    self, err, new_spinlock_bh, nl, EncapHandler, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr,
-    IpFamily, MsgBuf, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock,
-    SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs, UdpTunnel,
+    self, err, new_spinlock_bh, nl, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily, MsgBuf,
+    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain,
+    TxDest, UdpAddrs, UdpTunnel,
 };
 
 /// First and last port handed out to sockets that connect without binding.
@@ -119,10 +128,10 @@ struct SockTable {
 }
 
 /// Bytes of the UDP header in front of every MRC packet.
-const UDP_HLEN: usize = 8;
+pub(crate) const UDP_HLEN: usize = 8;
 
 /// Bytes of the UDP and MRC headers, what is made linear of a DATA packet.
-const RX_HEADERS_LEN: u32 = (UDP_HLEN + HEADER_LEN) as u32;
+pub(crate) const RX_HEADERS_LEN: u32 = (UDP_HLEN + HEADER_LEN) as u32;
 
 /// Why a received datagram was dropped, beyond the decoder's own reasons.
 #[derive(Clone, Copy)]
@@ -518,7 +527,7 @@ impl PernetState for MrcNet {
     }
 }
 
-/// Decodes a received datagram as [`EncapHandler::receive`] leaves it: `data`
+/// Decodes a received datagram as `mrc_rx` leaves it: `data`
 /// at its UDP header, the first [`RX_HEADERS_LEN`] bytes (or all, if fewer)
 /// linear, and all of it linear if its fixed header is valid and not DATA's.
 ///
@@ -545,109 +554,46 @@ fn is_data(head: &[u8]) -> bool {
     mrc_proto::peek_header(head).is_ok_and(|h| h.packet_type() == Some(PacketType::Data))
 }
 
-impl EncapHandler for MrcNet {
-    /// Runs of consecutive datagrams for one connection go to it together:
-    /// one session lookup and one turn of its lock for a GSO packet or a
-    /// GRO train, and one acknowledgement at most.
-    fn receive(&self, mut batch: SkbList, dropped: u32) {
-        if dropped > 0 {
+impl MrcNet {
+    /// Counts a datagram of `len` bytes (its UDP header included) received.
+    pub(crate) fn count_rx_datagram(&self, len: u32) {
+        self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
+        self.stats.rx_bytes.fetch_add(
+            u64::from(len).saturating_sub(UDP_HLEN as u64),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Counts a GSO packet or GRO train received, of several datagrams.
+    pub(crate) fn count_rx_train(&self) {
+        self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `n` datagrams with a bad UDP checksum, or GSO packets that
+    /// could not be split.
+    pub(crate) fn count_udp_checksum(&self, n: u32) {
+        if n > 0 {
             self.stats
                 .drop_udp_checksum
-                .fetch_add(u64::from(dropped), Ordering::Relaxed);
-        }
-        let mut datagrams = 0u32;
-        let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
-        while let Some(mut skb) = batch.pop() {
-            datagrams += 1;
-            let len = skb.len();
-            self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
-            self.stats.rx_bytes.fetch_add(
-                u64::from(len).saturating_sub(UDP_HLEN as u64),
-                Ordering::Relaxed,
-            );
-            // Only the headers are made linear first. A DATA packet's
-            // payload stays where it arrived, in page fragments, and is
-            // copied once, to the reader; other packets are small and are
-            // made linear whole (see `decode_datagram`). A datagram whose
-            // fixed header is not valid needs no more than that header.
-            if !skb.pull(len.min(RX_HEADERS_LEN)) {
-                self.stats.count_drop(RxDrop::NoMemory);
-                continue;
-            }
-            let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-            let Ok(h) = mrc_proto::peek_header(head) else {
-                self.receive_unregistered(skb);
-                continue;
-            };
-            if h.packet_type() != Some(PacketType::Data) && !skb.pull(len) {
-                self.stats.count_drop(RxDrop::NoMemory);
-                continue;
-            }
-            // A packet from the accepting end is for the connecting end.
-            let key = (h.session_id, !h.flags.passive());
-            if let Some((_, _, b)) = run.as_mut().filter(|(k, _, _)| *k == key) {
-                b.push(skb);
-                continue;
-            }
-            match self.lookup_session(key.0, key.1) {
-                Some(sk) => {
-                    if let Some((_, prev, b)) = run.take() {
-                        mrc_sock::input(&prev, self, b);
-                    }
-                    let mut b = SkbList::new();
-                    b.push(skb);
-                    run = Some((key, sk, b));
-                }
-                None => self.receive_unregistered(skb),
-            }
-        }
-        if let Some((_, sk, b)) = run {
-            mrc_sock::input(&sk, self, b);
-        }
-        if datagrams > 1 {
-            self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
+                .fetch_add(u64::from(n), Ordering::Relaxed);
         }
     }
-}
 
-impl MrcNet {
-    /// A datagram for no registered connection, as [`decode_datagram`]
-    /// takes it: a SYN for a listener, or answered with an RST.
-    fn receive_unregistered(&self, skb: SkBuff) {
-        let header = match decode_datagram(&skb) {
-            Err(e) => {
-                self.stats.count_drop(RxDrop::Decode(e));
-                return;
-            }
-            Ok(pkt) => match pkt.body {
-                Body::Syn(hs) => {
-                    let port = hs.dst_port;
-                    // A listener bound to one address hears only SYNs sent
-                    // to it.
-                    let dst = skb.udp_addrs().map(|a| a.dst);
-                    let listener = self
-                        .lookup_port(port)
-                        .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
-                    if let Some(l) = listener {
-                        if !mrc_sock::syn_received(&l, skb) {
-                            self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
-                        }
-                        return;
-                    }
-                    pkt.header
-                }
-                _ => pkt.header,
-            },
-        };
+    /// Counts a datagram that could not be made linear.
+    pub(crate) fn count_no_memory(&self) {
+        self.stats.count_drop(RxDrop::NoMemory);
+    }
+
+    /// Counts a well-formed packet for a session that has no connection.
+    pub(crate) fn count_no_session(&self) {
         self.stats.count_drop(RxDrop::NoSession);
-        if let Some(a) = skb.udp_addrs() {
-            self.reply_rst(&a, &header);
-        }
-        // Anything not handed on is freed as a drop.
     }
-}
 
-impl MrcNet {
+    /// Counts a SYN its listener had no room for.
+    pub(crate) fn count_syn_refused(&self) {
+        self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts a packet that failed to decode on a connection.
     pub(crate) fn count_decode_drop(&self, e: DecodeError) {
         self.stats.count_drop(RxDrop::Decode(e));
@@ -971,7 +917,7 @@ impl MrcNet {
     }
 
     /// The socket bound to MRC port `port`.
-    fn lookup_port(&self, port: u16) -> Option<SockRef> {
+    pub(crate) fn lookup_port(&self, port: u16) -> Option<SockRef> {
         self.socks.lock().ports.get(&port).cloned()
     }
 

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Receive: datagrams from a namespace's tunnel sockets to the connections
+//! and listeners they are for.
+//!
+//! The tunnel socket hands over a GSO packet or GRO train as the run of
+//! datagrams it was (see "The batched datapath" in `mrc_net`). Each
+//! datagram's UDP and MRC headers are made linear, the rest only for
+//! packets other than DATA; consecutive datagrams for one connection go to
+//! it together ([`mrc_sock::input`]), after one session lookup. A SYN goes
+//! to the listener of its port; a packet for no connection is answered
+//! with a rate-limited RST.
+
+use crate::mrc_net::{decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
+use crate::mrc_proto::{self, Body, PacketType};
+use crate::mrc_sock;
+use crate::mrc_sys::{EncapHandler, SkBuff, SkbList, SockRef};
+
+impl EncapHandler for MrcNet {
+    /// Datagrams from a tunnel socket (softirq). Runs of consecutive datagrams for one connection go to it together:
+    /// one session lookup and one turn of its lock for a GSO packet or a
+    /// GRO train, and one acknowledgement at most.
+    fn receive(&self, mut batch: SkbList, dropped: u32) {
+        self.count_udp_checksum(dropped);
+        let mut datagrams = 0u32;
+        let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
+        while let Some(mut skb) = batch.pop() {
+            datagrams += 1;
+            let len = skb.len();
+            self.count_rx_datagram(len);
+            // Only the headers are made linear first. A DATA packet's
+            // payload stays where it arrived, in page fragments, and is
+            // copied once, to the reader; other packets are small and are
+            // made linear whole (see `decode_datagram`). A datagram whose
+            // fixed header is not valid needs no more than that header.
+            if !skb.pull(len.min(RX_HEADERS_LEN)) {
+                self.count_no_memory();
+                continue;
+            }
+            let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+            let Ok(h) = mrc_proto::peek_header(head) else {
+                self.receive_unregistered(skb);
+                continue;
+            };
+            if h.packet_type() != Some(PacketType::Data) && !skb.pull(len) {
+                self.count_no_memory();
+                continue;
+            }
+            // A packet from the accepting end is for the connecting end.
+            let key = (h.session_id, !h.flags.passive());
+            if let Some((_, _, b)) = run.as_mut().filter(|(k, _, _)| *k == key) {
+                b.push(skb);
+                continue;
+            }
+            match self.lookup_session(key.0, key.1) {
+                Some(sk) => {
+                    if let Some((_, prev, b)) = run.take() {
+                        mrc_sock::input(&prev, self, b);
+                    }
+                    let mut b = SkbList::new();
+                    b.push(skb);
+                    run = Some((key, sk, b));
+                }
+                None => self.receive_unregistered(skb),
+            }
+        }
+        if let Some((_, sk, b)) = run {
+            mrc_sock::input(&sk, self, b);
+        }
+        if datagrams > 1 {
+            self.count_rx_train();
+        }
+    }
+}
+
+impl MrcNet {
+    /// A datagram for no registered connection, as [`decode_datagram`]
+    /// takes it: a SYN for a listener, or answered with an RST.
+    fn receive_unregistered(&self, skb: SkBuff) {
+        let header = match decode_datagram(&skb) {
+            Err(e) => {
+                self.count_decode_drop(e);
+                return;
+            }
+            Ok(pkt) => match pkt.body {
+                Body::Syn(hs) => {
+                    let port = hs.dst_port;
+                    // A listener bound to one address hears only SYNs sent
+                    // to it.
+                    let dst = skb.udp_addrs().map(|a| a.dst);
+                    let listener = self
+                        .lookup_port(port)
+                        .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
+                    if let Some(l) = listener {
+                        if !mrc_sock::syn_received(&l, skb) {
+                            self.count_syn_refused();
+                        }
+                        return;
+                    }
+                    pkt.header
+                }
+                _ => pkt.header,
+            },
+        };
+        self.count_no_session();
+        if let Some(a) = skb.udp_addrs() {
+            self.reply_rst(&a, &header);
+        }
+        // Anything not handed on is freed as a drop.
+    }
+}
