@@ -325,6 +325,18 @@ void mrc_local_bh_enable(void) { local_bh_enable(); }
 struct sk_buff *mrc_skb_next(const struct sk_buff *skb) { return skb->next; }
 void mrc_skb_set_next(struct sk_buff *skb, struct sk_buff *next) { skb->next = next; }
 void mrc_lock_sock(struct sock *sk) { lock_sock(sk); }
+u64 *mrc_percpu_alloc(unsigned int n) { return (u64 *)__alloc_percpu_gfp(n * sizeof(u64), sizeof(u64), GFP_KERNEL); }
+void mrc_percpu_free(u64 *p) { free_percpu((u64 __percpu *)p); }
+void mrc_percpu_add(u64 *p, unsigned int i, u64 n) { this_cpu_add(((u64 __percpu *)p)[i], n); }
+u64 mrc_percpu_sum(u64 *p, unsigned int i)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *per_cpu_ptr(&((u64 __percpu *)p)[i], cpu);
+	return sum;
+}
 void mrc_sock_slock(struct sock *sk) { spin_lock_bh(&sk->sk_lock.slock); }
 void mrc_sock_sunlock(struct sock *sk) { spin_unlock_bh(&sk->sk_lock.slock); }
 bool mrc_sock_owned(const struct sock *sk) { return sock_owned_by_user(sk); }

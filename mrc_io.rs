@@ -178,6 +178,12 @@ fn recv_message(
             if last {
                 break;
             }
+            // Packets that arrived meanwhile are taken between the packets
+            // of a long message, so that their acknowledgements do not wait
+            // for the whole copy.
+            if sk.has_deferred() {
+                mrc_sock::take_backlog(sk);
+            }
         }
         consumed(sk, msg_len, 0);
     }

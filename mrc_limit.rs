@@ -7,6 +7,8 @@
 //!   [`TokenBucket`]; what it refuses is counted, never queued.
 //! - Received packets a socket holds are bounded by their real size, not their payload:
 //!   [`admit_rx`].
+//! - Things of which at most a given number may exist at once, whoever asks (connections of
+//!   closed sockets still finishing, as `tcp_max_orphans`): [`Slots`].
 //!
 //! Sans-IO like the rest of the core: the caller passes the time and holds whatever lock
 //! guards the bucket.
@@ -110,4 +112,38 @@ impl TokenBucket {
 /// does not keep up stops even those, at twice the limit.
 pub fn admit_rx(held: u32, truesize: u32, limit: u32, in_order: bool) -> bool {
     held.saturating_add(truesize) <= limit || (in_order && held <= limit.saturating_mul(2))
+}
+
+/// A count of things of which at most a given number may exist at once, taken and given back
+/// from any context without a lock.
+#[derive(Debug, Default)]
+pub struct Slots(core::sync::atomic::AtomicU32);
+
+impl Slots {
+    /// No slot taken.
+    pub const fn new() -> Self {
+        Slots(core::sync::atomic::AtomicU32::new(0))
+    }
+
+    /// Takes a slot if fewer than `max` are taken; returns whether it did.
+    pub fn take(&self, max: u32) -> bool {
+        use core::sync::atomic::Ordering::Relaxed;
+        self.0
+            .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Gives back a slot [`Slots::take`] took.
+    pub fn give(&self) {
+        use core::sync::atomic::Ordering::Relaxed;
+        // Never below zero, whatever the caller does.
+        let _ = self
+            .0
+            .fetch_update(Relaxed, Relaxed, |n| Some(n.saturating_sub(1)));
+    }
+
+    /// The slots taken.
+    pub fn count(&self) -> u32 {
+        self.0.load(core::sync::atomic::Ordering::Relaxed)
+    }
 }

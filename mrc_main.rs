@@ -26,7 +26,29 @@ mod mrc_rx;
 mod mrc_sock;
 mod mrc_sys;
 
-use mrc_sys::{FamilyRegistration, GenlRegistration, PernetRegistration, ProtoRegistration};
+use mrc_sys::{
+    FamilyRegistration, GenlRegistration, Net, PernetRegistration, PernetState, ProtoRegistration,
+};
+
+/// A namespace's MRC state, from its tunnel sockets up to its connections.
+impl PernetState for mrc_net::MrcNet {
+    fn new() -> impl PinInit<Self, Error> {
+        Self::new_state()
+    }
+
+    fn start(&self, net: &Net) -> Result {
+        self.open(net)
+    }
+
+    fn stop(&self, _net: &Net) {
+        // Connections hold their namespace, so normally none is left; tear
+        // down whatever still is before the tunnels go.
+        while let Some(sk) = self.take_any_session() {
+            mrc_sock::abort_for_exit(&sk);
+        }
+        self.close();
+    }
+}
 
 module! {
     type: MrcModule,

@@ -98,15 +98,17 @@ const CONN_DROPS: [ConnDrop; 8] = [
     ConnDrop::BadRst,
     ConnDrop::BadProbe,
 ];
-use crate::mrc_limit::TokenBucket;
+use crate::mrc_limit::{Slots, TokenBucket};
 use crate::mrc_path::PathConfig;
 use crate::mrc_proto::{self, DecodeError, Header, Packet, PacketType, HEADER_LEN};
-use crate::mrc_sock;
 use crate::mrc_sys::{
-    self, err, new_spinlock_bh, nl, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr, IpFamily, MsgBuf,
-    Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain,
-    TxDest, UdpAddrs, UdpTunnel,
+    self, err, new_spinlock_bh, nl, Counter, Frag, IpAddr, IpFamily, MsgBuf, Net, PerCpuCounters,
+    ProcEntry, ProcShow, SeqFile, SkBuff, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    UdpTunnel,
 };
+
+#[path = "mrc_netlink.rs"]
+pub(crate) mod netlink;
 
 /// First and last port handed out to sockets that connect without binding.
 const EPHEMERAL_FIRST: u16 = 32768;
@@ -126,6 +128,14 @@ struct SockTable {
     /// split over several reads can tell that the table changed under it.
     generation: u32,
 }
+
+/// Connections of closed sockets still finishing, in all namespaces, of
+/// at most `max_orphans`.
+pub(crate) static ORPHANS: Slots = Slots::new();
+
+/// The key of the connection table: session id, and whether this end
+/// accepted the connection.
+pub(crate) type SessionKey = (u64, bool);
 
 /// Bytes of the UDP header in front of every MRC packet.
 pub(crate) const UDP_HLEN: usize = 8;
@@ -153,100 +163,98 @@ enum RxDrop {
 
 /// Receive counters of one namespace.
 struct Stats {
-    rx_packets: AtomicU64,
-    rx_bytes: AtomicU64,
+    rx_packets: Counter,
+    rx_bytes: Counter,
     /// GSO packets and GRO trains received, each of several `rx_packets`.
-    rx_gro: AtomicU64,
+    rx_gro: Counter,
     /// Datagrams queued for the task that owned their socket.
-    rx_backlog: AtomicU64,
-    drop_decode: [AtomicU64; DecodeError::COUNT],
-    drop_no_session: AtomicU64,
-    drop_no_memory: AtomicU64,
-    drop_wrong_source: AtomicU64,
-    drop_rcvbuf: AtomicU64,
-    drop_rmem_max: AtomicU64,
+    rx_backlog: Counter,
+    drop_decode: PerCpuCounters<{ DecodeError::COUNT }>,
+    drop_no_session: Counter,
+    drop_no_memory: Counter,
+    drop_wrong_source: Counter,
+    drop_rcvbuf: Counter,
+    drop_rmem_max: Counter,
     /// Datagrams with a bad UDP checksum, or GSO packets that could not be
     /// split.
-    drop_udp_checksum: AtomicU64,
-    drop_conn: [AtomicU64; CONN_DROPS.len()],
-    drop_backlog: AtomicU64,
+    drop_udp_checksum: Counter,
+    drop_conn: PerCpuCounters<{ CONN_DROPS.len() }>,
+    drop_backlog: Counter,
     /// Datagrams over the backlog of a socket a task owned.
-    drop_sock_backlog: AtomicU64,
-    tx_retransmits: AtomicU64,
+    drop_sock_backlog: Counter,
+    tx_retransmits: Counter,
     /// New DATA packets received marked ECN "congestion experienced".
-    ecn_ce_packets: AtomicU64,
+    ecn_ce_packets: Counter,
     /// ACKs received that echo a congestion mark.
-    ecn_echoes: AtomicU64,
+    ecn_echoes: Counter,
     /// Connections that reached the established state.
-    conns_opened: AtomicU64,
+    conns_opened: Counter,
     /// Connections closed with an error.
-    conns_failed: AtomicU64,
+    conns_failed: Counter,
     /// Connections of closed sockets reset after `fin_timeout_ms`.
-    orphan_timeouts: AtomicU64,
+    orphan_timeouts: Counter,
     /// Connections reset at close: `max_orphans` were finishing already.
-    orphans_refused: AtomicU64,
+    orphans_refused: Counter,
     /// Packets sent by connections, by type (`PacketType::index`).
-    tx_by_type: [AtomicU64; PacketType::COUNT],
-    tx_packets: AtomicU64,
+    tx_by_type: PerCpuCounters<{ PacketType::COUNT }>,
+    tx_packets: Counter,
     /// UDP GSO packets sent, each of several of `tx_packets`.
-    tx_gso: AtomicU64,
-    tx_bytes: AtomicU64,
-    tx_rst: AtomicU64,
+    tx_gso: Counter,
+    tx_bytes: Counter,
+    tx_rst: Counter,
     /// RSTs for unknown sessions not sent: over the rate limit.
-    tx_rst_limited: AtomicU64,
+    tx_rst_limited: Counter,
     /// Handshake packets not sent: three times the bytes of the SYNs
     /// received from a peer whose address is not proven were sent already.
-    tx_amp_limited: AtomicU64,
-    tx_errors: AtomicU64,
+    tx_amp_limited: Counter,
+    tx_errors: Counter,
 }
 
 impl Stats {
-    fn new() -> Self {
-        Self {
-            rx_packets: AtomicU64::new(0),
-            rx_bytes: AtomicU64::new(0),
-            rx_gro: AtomicU64::new(0),
-            rx_backlog: AtomicU64::new(0),
-            drop_decode: [const { AtomicU64::new(0) }; DecodeError::COUNT],
-            drop_no_session: AtomicU64::new(0),
-            drop_no_memory: AtomicU64::new(0),
-            drop_wrong_source: AtomicU64::new(0),
-            drop_rcvbuf: AtomicU64::new(0),
-            drop_rmem_max: AtomicU64::new(0),
-            drop_udp_checksum: AtomicU64::new(0),
-            drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
-            drop_backlog: AtomicU64::new(0),
-            drop_sock_backlog: AtomicU64::new(0),
-            tx_retransmits: AtomicU64::new(0),
-            ecn_ce_packets: AtomicU64::new(0),
-            ecn_echoes: AtomicU64::new(0),
-            conns_opened: AtomicU64::new(0),
-            conns_failed: AtomicU64::new(0),
-            orphan_timeouts: AtomicU64::new(0),
-            orphans_refused: AtomicU64::new(0),
-            tx_by_type: [const { AtomicU64::new(0) }; PacketType::COUNT],
-            tx_packets: AtomicU64::new(0),
-            tx_gso: AtomicU64::new(0),
-            tx_bytes: AtomicU64::new(0),
-            tx_rst: AtomicU64::new(0),
-            tx_rst_limited: AtomicU64::new(0),
-            tx_amp_limited: AtomicU64::new(0),
-            tx_errors: AtomicU64::new(0),
-        }
+    fn new() -> Result<Self> {
+        Ok(Self {
+            rx_packets: Counter::new()?,
+            rx_bytes: Counter::new()?,
+            rx_gro: Counter::new()?,
+            rx_backlog: Counter::new()?,
+            drop_decode: PerCpuCounters::new()?,
+            drop_no_session: Counter::new()?,
+            drop_no_memory: Counter::new()?,
+            drop_wrong_source: Counter::new()?,
+            drop_rcvbuf: Counter::new()?,
+            drop_rmem_max: Counter::new()?,
+            drop_udp_checksum: Counter::new()?,
+            drop_conn: PerCpuCounters::new()?,
+            drop_backlog: Counter::new()?,
+            drop_sock_backlog: Counter::new()?,
+            tx_retransmits: Counter::new()?,
+            ecn_ce_packets: Counter::new()?,
+            ecn_echoes: Counter::new()?,
+            conns_opened: Counter::new()?,
+            conns_failed: Counter::new()?,
+            orphan_timeouts: Counter::new()?,
+            orphans_refused: Counter::new()?,
+            tx_by_type: PerCpuCounters::new()?,
+            tx_packets: Counter::new()?,
+            tx_gso: Counter::new()?,
+            tx_bytes: Counter::new()?,
+            tx_rst: Counter::new()?,
+            tx_rst_limited: Counter::new()?,
+            tx_amp_limited: Counter::new()?,
+            tx_errors: Counter::new()?,
+        })
     }
 
     fn count_drop(&self, why: RxDrop) {
         let counter = match why {
-            RxDrop::Decode(e) => self.drop_decode.get(e.index()),
-            RxDrop::NoSession => Some(&self.drop_no_session),
-            RxDrop::NoMemory => Some(&self.drop_no_memory),
-            RxDrop::WrongSource => Some(&self.drop_wrong_source),
-            RxDrop::RcvBuf => Some(&self.drop_rcvbuf),
-            RxDrop::RmemMax => Some(&self.drop_rmem_max),
+            RxDrop::Decode(e) => return self.drop_decode.add(e.index(), 1),
+            RxDrop::NoSession => &self.drop_no_session,
+            RxDrop::NoMemory => &self.drop_no_memory,
+            RxDrop::WrongSource => &self.drop_wrong_source,
+            RxDrop::RcvBuf => &self.drop_rcvbuf,
+            RxDrop::RmemMax => &self.drop_rmem_max,
         };
-        if let Some(c) = counter {
-            c.fetch_add(1, Ordering::Relaxed);
-        }
+        counter.count(1);
     }
 }
 
@@ -435,11 +443,15 @@ pub(crate) struct MrcNet {
 }
 
 // SAFETY: `tunnels` and `proc_file` are only accessed by `start` and `stop`,
-// which never run concurrently for one namespace; `stats` is atomics.
+// which never run concurrently for one namespace; `stats` is per-CPU
+// counters.
 unsafe impl Sync for MrcNet {}
 
-impl PernetState for MrcNet {
-    fn new() -> impl PinInit<Self, Error> {
+/// The namespace's side of `PernetState` (implemented in `mrc_main`, which
+/// tears the namespace's sockets down in between).
+impl MrcNet {
+    /// The state of a new namespace.
+    pub(crate) fn new_state() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             endpoints <- new_mutex!(Endpoints {
                 generation: 1,
@@ -464,7 +476,7 @@ impl PernetState for MrcNet {
                 }),
                 GFP_KERNEL
             )?,
-            stats: Stats::new(),
+            stats: Stats::new()?,
             params: Params::new(),
             ready: AtomicBool::new(false),
             tunnels: UnsafeCell::new([None, None]),
@@ -472,7 +484,8 @@ impl PernetState for MrcNet {
         })
     }
 
-    fn start(&self, net: &Net) -> Result {
+    /// Opens the namespace's tunnel sockets and `/proc/net/mrc`.
+    pub(crate) fn open(&self, net: &Net) -> Result {
         let port = mrc_sys::param_port();
         // SAFETY: only `start`/`stop` touch these cells and they are
         // serialised by the pernet core.
@@ -500,12 +513,8 @@ impl PernetState for MrcNet {
         Ok(())
     }
 
-    fn stop(&self, _net: &Net) {
-        // Connections hold their namespace, so normally none is left; tear
-        // down whatever still is before the tunnels go.
-        while let Some(sk) = self.take_any_session() {
-            mrc_sock::abort_for_exit(&sk);
-        }
+    /// Closes what [`MrcNet::open`] opened, once no connection is left.
+    pub(crate) fn close(&self) {
         // Quiesce receive before touching `tunnels`: after `detach` no new
         // callback reaches `self`, and `synchronize_net` waits out the ones
         // already running, which may be reading `tunnels` to send a reply.
@@ -557,25 +566,22 @@ fn is_data(head: &[u8]) -> bool {
 impl MrcNet {
     /// Counts a datagram of `len` bytes (its UDP header included) received.
     pub(crate) fn count_rx_datagram(&self, len: u32) {
-        self.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
-        self.stats.rx_bytes.fetch_add(
-            u64::from(len).saturating_sub(UDP_HLEN as u64),
-            Ordering::Relaxed,
-        );
+        self.stats.rx_packets.count(1);
+        self.stats
+            .rx_bytes
+            .count(u64::from(len).saturating_sub(UDP_HLEN as u64));
     }
 
     /// Counts a GSO packet or GRO train received, of several datagrams.
     pub(crate) fn count_rx_train(&self) {
-        self.stats.rx_gro.fetch_add(1, Ordering::Relaxed);
+        self.stats.rx_gro.count(1);
     }
 
     /// Counts `n` datagrams with a bad UDP checksum, or GSO packets that
     /// could not be split.
     pub(crate) fn count_udp_checksum(&self, n: u32) {
         if n > 0 {
-            self.stats
-                .drop_udp_checksum
-                .fetch_add(u64::from(n), Ordering::Relaxed);
+            self.stats.drop_udp_checksum.count(u64::from(n));
         }
     }
 
@@ -591,7 +597,7 @@ impl MrcNet {
 
     /// Counts a SYN its listener had no room for.
     pub(crate) fn count_syn_refused(&self) {
-        self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
+        self.stats.drop_backlog.count(1);
     }
 
     /// Counts a packet that failed to decode on a connection.
@@ -609,10 +615,9 @@ impl MrcNet {
     /// those that did not fit.
     pub(crate) fn count_backlog(&self, queued: u32, dropped: u32) {
         let s = &self.stats;
-        s.rx_backlog.fetch_add(u64::from(queued), Ordering::Relaxed);
+        s.rx_backlog.count(u64::from(queued));
         if dropped > 0 {
-            s.drop_sock_backlog
-                .fetch_add(u64::from(dropped), Ordering::Relaxed);
+            s.drop_sock_backlog.count(u64::from(dropped));
         }
     }
 
@@ -629,9 +634,7 @@ impl MrcNet {
     /// Counts a well-formed packet its connection ignored.
     pub(crate) fn count_conn_drop(&self, why: ConnDrop) {
         if let Some(i) = CONN_DROPS.iter().position(|d| *d == why) {
-            if let Some(c) = self.stats.drop_conn.get(i) {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
+            self.stats.drop_conn.add(i, 1);
         }
     }
 
@@ -674,45 +677,45 @@ impl MrcNet {
 
     /// Counts a DATA or FIN packet sent again.
     pub(crate) fn count_retransmit(&self) {
-        self.stats.tx_retransmits.fetch_add(1, Ordering::Relaxed);
+        self.stats.tx_retransmits.count(1);
     }
 
     /// Counts a new DATA packet that arrived marked congestion experienced.
     pub(crate) fn count_ecn_ce(&self) {
-        self.stats.ecn_ce_packets.fetch_add(1, Ordering::Relaxed);
+        self.stats.ecn_ce_packets.count(1);
     }
 
     /// Counts an ACK that echoed a congestion mark.
     pub(crate) fn count_ecn_echo(&self) {
-        self.stats.ecn_echoes.fetch_add(1, Ordering::Relaxed);
+        self.stats.ecn_echoes.count(1);
     }
 
     /// Counts a connection that reached the established state.
     pub(crate) fn count_conn_opened(&self) {
-        self.stats.conns_opened.fetch_add(1, Ordering::Relaxed);
+        self.stats.conns_opened.count(1);
     }
 
     /// Counts a connection closed with an error.
     pub(crate) fn count_conn_failed(&self) {
-        self.stats.conns_failed.fetch_add(1, Ordering::Relaxed);
+        self.stats.conns_failed.count(1);
     }
 
     /// Counts a closed socket's connection reset after `fin_timeout_ms`.
     pub(crate) fn count_orphan_timeout(&self) {
-        self.stats.orphan_timeouts.fetch_add(1, Ordering::Relaxed);
+        self.stats.orphan_timeouts.count(1);
     }
 
     /// Counts handshake packets a connection did not send, to stay within
     /// three times what the peer's SYNs brought.
     pub(crate) fn count_amp_limited(&self, n: u64) {
         if n > 0 {
-            self.stats.tx_amp_limited.fetch_add(n, Ordering::Relaxed);
+            self.stats.tx_amp_limited.count(n);
         }
     }
 
     /// Counts a connection reset at close for want of an orphan slot.
     pub(crate) fn count_orphan_refused(&self) {
-        self.stats.orphans_refused.fetch_add(1, Ordering::Relaxed);
+        self.stats.orphans_refused.count(1);
     }
 
     /// Returns the tunables of a new connection.
@@ -751,7 +754,7 @@ impl MrcNet {
         match UdpTunnel::packet(pkt) {
             Ok(skb) => chain.push(skb, dest),
             Err(_) => {
-                self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.tx_errors.count(1);
             }
         }
     }
@@ -776,11 +779,11 @@ impl MrcNet {
         write_head: impl FnOnce(&mut [u8]) -> bool,
     ) {
         let Ok(mut head) = Frag::new(HEADER_LEN) else {
-            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_errors.count(1);
             return;
         };
         if !write_head(head.as_mut_slice()) {
-            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_errors.count(1);
             return;
         }
         let seg = u16::try_from(HEADER_LEN as u32 + len)
@@ -797,7 +800,7 @@ impl MrcNet {
             (Ok(skb), Some(seg)) => chain.push_open(skb, dest, seg),
             (Ok(skb), None) => chain.push(skb, dest),
             (Err(_), _) => {
-                self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+                self.stats.tx_errors.count(1);
             }
         }
     }
@@ -815,21 +818,19 @@ impl MrcNet {
                 let len = u64::from(skb.len());
                 let segs = u64::from(skb.segs());
                 let Some(t) = self.tunnel(&d.dst) else {
-                    self.stats.tx_errors.fetch_add(segs, Ordering::Relaxed);
+                    self.stats.tx_errors.count(segs);
                     continue;
                 };
                 let sent = t.xmit(skb, d.src, d.sport, d.dst, d.dport, d.oif);
                 if sent.is_ok() {
-                    if let Some(c) = self.stats.tx_by_type.get(usize::from(d.tag)) {
-                        c.fetch_add(segs, Ordering::Relaxed);
-                    }
+                    self.stats.tx_by_type.add(usize::from(d.tag), segs);
                     if segs > 1 {
-                        self.stats.tx_gso.fetch_add(1, Ordering::Relaxed);
+                        self.stats.tx_gso.count(1);
                     }
-                    self.stats.tx_packets.fetch_add(segs, Ordering::Relaxed);
-                    self.stats.tx_bytes.fetch_add(len, Ordering::Relaxed);
+                    self.stats.tx_packets.count(segs);
+                    self.stats.tx_bytes.count(len);
                 } else {
-                    self.stats.tx_errors.fetch_add(segs, Ordering::Relaxed);
+                    self.stats.tx_errors.count(segs);
                     if sent.is_err_and(UdpTunnel::is_local_down) {
                         down(&d);
                     }
@@ -922,7 +923,7 @@ impl MrcNet {
     }
 
     /// Unregisters and returns any connection (namespace exit).
-    fn take_any_session(&self) -> Option<SockRef> {
+    pub(crate) fn take_any_session(&self) -> Option<SockRef> {
         let mut t = self.socks.lock();
         let sid = *t.sessions.keys().next()?;
         t.sessions.remove(&sid)
@@ -1050,16 +1051,16 @@ impl MrcNet {
             bucket.allow(mrc_sys::now_ns())
         };
         if !allowed {
-            self.stats.tx_rst_limited.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_rst_limited.count(1);
             return;
         }
         let sent = t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt);
         if sent.is_ok() {
-            self.stats.tx_rst.fetch_add(1, Ordering::Relaxed);
-            self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
-            self.stats.tx_bytes.fetch_add(len as u64, Ordering::Relaxed);
+            self.stats.tx_rst.count(1);
+            self.stats.tx_packets.count(1);
+            self.stats.tx_bytes.count(len as u64);
         } else {
-            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_errors.count(1);
         }
     }
 }
@@ -1067,7 +1068,7 @@ impl MrcNet {
 impl ProcShow for MrcNet {
     fn show(&self, out: &mut SeqFile) -> core::fmt::Result {
         let s = &self.stats;
-        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let get = |c: &Counter| c.total();
         writeln!(out, "rx_packets {}", get(&s.rx_packets))?;
         writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
         writeln!(out, "rx_gro {}", get(&s.rx_gro))?;
@@ -1075,8 +1076,8 @@ impl ProcShow for MrcNet {
         writeln!(out, "tx_packets {}", get(&s.tx_packets))?;
         writeln!(out, "tx_gso {}", get(&s.tx_gso))?;
         writeln!(out, "tx_bytes {}", get(&s.tx_bytes))?;
-        for (e, c) in DecodeError::ALL.iter().zip(s.drop_decode.iter()) {
-            writeln!(out, "drop_{} {}", e.name(), get(c))?;
+        for (i, e) in DecodeError::ALL.iter().enumerate() {
+            writeln!(out, "drop_{} {}", e.name(), s.drop_decode.sum(i))?;
         }
         writeln!(out, "drop_no_session {}", get(&s.drop_no_session))?;
         writeln!(out, "drop_no_memory {}", get(&s.drop_no_memory))?;
@@ -1084,8 +1085,8 @@ impl ProcShow for MrcNet {
         writeln!(out, "drop_rcvbuf {}", get(&s.drop_rcvbuf))?;
         writeln!(out, "drop_rmem_max {}", get(&s.drop_rmem_max))?;
         writeln!(out, "drop_udp_checksum {}", get(&s.drop_udp_checksum))?;
-        for (why, c) in CONN_DROPS.iter().zip(s.drop_conn.iter()) {
-            writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
+        for (i, why) in CONN_DROPS.iter().enumerate() {
+            writeln!(out, "drop_conn_{} {}", why.name(), s.drop_conn.sum(i))?;
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
         writeln!(out, "drop_sock_backlog {}", get(&s.drop_sock_backlog))?;
@@ -1098,386 +1099,16 @@ impl ProcShow for MrcNet {
         // Module-wide, whatever the namespace.
         writeln!(out, "rmem_total {}", mrc_sys::rmem_total())?;
         writeln!(out, "rmem_max {}", mrc_sys::rmem_limit())?;
-        writeln!(out, "orphans {}", mrc_sock::orphans())?;
+        writeln!(out, "orphans {}", ORPHANS.count())?;
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_rst_limited {}", get(&s.tx_rst_limited))?;
         writeln!(out, "tx_amp_limited {}", get(&s.tx_amp_limited))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
         writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;
-        for (t, c) in PacketType::ALL.iter().zip(s.tx_by_type.iter()) {
-            writeln!(out, "tx_type_{} {}", t.name(), get(c))?;
+        for (i, t) in PacketType::ALL.iter().enumerate() {
+            writeln!(out, "tx_type_{} {}", t.name(), s.tx_by_type.sum(i))?;
         }
         writeln!(out, "tx_errors {}", get(&s.tx_errors))
     }
-}
-
-/// Netlink attribute of each decoder drop reason, in `DecodeError::ALL` order.
-const DROP_ATTRS: [u32; DecodeError::COUNT] = [
-    nl::MRC_A_DROPS_SHORT,
-    nl::MRC_A_DROPS_BAD_MAGIC,
-    nl::MRC_A_DROPS_BAD_VERSION,
-    nl::MRC_A_DROPS_LENGTH_MISMATCH,
-    nl::MRC_A_DROPS_BAD_CHECKSUM,
-    nl::MRC_A_DROPS_UNKNOWN_TYPE,
-    nl::MRC_A_DROPS_BAD_FLAGS,
-    nl::MRC_A_DROPS_BAD_SACK,
-    nl::MRC_A_DROPS_BAD_HANDSHAKE,
-    nl::MRC_A_DROPS_BAD_BODY,
-];
-
-/// `stats-get`: the counters of the requester's namespace.
-pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
-    let s = &info.mrc_net().stats;
-    let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    info.reply(nl::MRC_CMD_STATS_GET, |m| {
-        m.put_uint(nl::MRC_A_STATS_RX_PACKETS, get(&s.rx_packets))?;
-        m.put_uint(nl::MRC_A_STATS_RX_BYTES, get(&s.rx_bytes))?;
-        m.put_uint(nl::MRC_A_STATS_TX_PACKETS, get(&s.tx_packets))?;
-        m.put_uint(nl::MRC_A_STATS_TX_BYTES, get(&s.tx_bytes))?;
-        m.put_uint(nl::MRC_A_STATS_RETRANS_PACKETS, get(&s.tx_retransmits))?;
-        m.put_u32(
-            nl::MRC_A_STATS_CONNS,
-            u32::try_from(info.mrc_net().session_count()).unwrap_or(u32::MAX),
-        )?;
-        m.put_uint(nl::MRC_A_STATS_CONNS_OPENED, get(&s.conns_opened))?;
-        m.put_uint(nl::MRC_A_STATS_CONNS_FAILED, get(&s.conns_failed))?;
-        m.put_uint(nl::MRC_A_STATS_ECN_CE_PACKETS, get(&s.ecn_ce_packets))?;
-        m.put_uint(nl::MRC_A_STATS_ECN_ECHOES, get(&s.ecn_echoes))?;
-        m.nest(nl::MRC_A_STATS_DROPS, |m| {
-            for (attr, c) in DROP_ATTRS.iter().zip(s.drop_decode.iter()) {
-                m.put_uint(*attr, get(c))?;
-            }
-            m.put_uint(nl::MRC_A_DROPS_NO_SESSION, get(&s.drop_no_session))?;
-            m.put_uint(nl::MRC_A_DROPS_NO_MEMORY, get(&s.drop_no_memory))
-        })
-    })
-}
-
-/// `param-get`: the tunables of the requester's namespace.
-pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
-    let p = &info.mrc_net().params;
-    let get = |c: &AtomicU32| c.load(Ordering::Relaxed);
-    info.reply(nl::MRC_CMD_PARAM_GET, |m| {
-        m.put_u32(nl::MRC_A_PARAMS_HEARTBEAT_MS, get(&p.heartbeat_ms))?;
-        m.put_u32(nl::MRC_A_PARAMS_MISS_THRESHOLD, get(&p.miss_threshold))?;
-        m.put_u32(nl::MRC_A_PARAMS_EV_PER_PLANE, get(&p.ev_per_plane))?;
-        let cc = match p.cc() {
-            CcKind::Delay => c_str!("delay"),
-            CcKind::Reno => c_str!("reno"),
-        };
-        m.put_str(nl::MRC_A_PARAMS_CC, cc)?;
-        m.put_u32(nl::MRC_A_PARAMS_USER_TIMEOUT_MS, get(&p.user_timeout_ms))?;
-        m.put_u32(
-            nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
-            get(&p.data_per_idle_probe),
-        )
-    })
-}
-
-/// `param-set`: changes the given tunables; the policy has checked ranges.
-/// Nothing changes unless every given value is valid.
-pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_PARAMS_MAX;
-    let p = &info.mrc_net().params;
-    let cc = match info.attr(nl::MRC_A_PARAMS_CC, MAX) {
-        None => None,
-        Some(raw) => {
-            let name = raw.split(|b| *b == 0).next().unwrap_or(&[]);
-            let kind = core::str::from_utf8(name).ok().and_then(CcKind::from_name);
-            if kind.is_none() {
-                info.set_bad_attr(
-                    nl::MRC_A_PARAMS_CC,
-                    MAX,
-                    c_str!("unknown congestion control: use delay or reno"),
-                );
-                return Err(EINVAL);
-            }
-            kind
-        }
-    };
-    let fields = [
-        (nl::MRC_A_PARAMS_HEARTBEAT_MS, &p.heartbeat_ms),
-        (nl::MRC_A_PARAMS_MISS_THRESHOLD, &p.miss_threshold),
-        (nl::MRC_A_PARAMS_EV_PER_PLANE, &p.ev_per_plane),
-        (nl::MRC_A_PARAMS_USER_TIMEOUT_MS, &p.user_timeout_ms),
-        (nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE, &p.data_per_idle_probe),
-    ];
-    for (attr, field) in fields {
-        if let Some(v) = info.attr_u32(attr, MAX) {
-            field.store(v, Ordering::Relaxed);
-        }
-    }
-    if let Some(kind) = cc {
-        p.cc.store(cc_index(kind), Ordering::Relaxed);
-    }
-    Ok(())
-}
-
-/// Parses the endpoint address attribute (4 or 16 bytes) of a request.
-fn endpoint_addr(info: &GenlInfo) -> Result<IpAddr> {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
-    let Some(raw) = info.attr(nl::MRC_A_ENDPOINT_ADDR, MAX) else {
-        info.set_err_msg(c_str!("missing endpoint address"));
-        return Err(EINVAL);
-    };
-    if let Ok(v4) = <[u8; 4]>::try_from(raw) {
-        Ok(IpAddr::V4(v4))
-    } else if let Ok(v6) = <[u8; 16]>::try_from(raw) {
-        Ok(IpAddr::V6(v6))
-    } else {
-        info.set_bad_attr(
-            nl::MRC_A_ENDPOINT_ADDR,
-            MAX,
-            c_str!("endpoint address must be 4 (IPv4) or 16 (IPv6) bytes"),
-        );
-        Err(EINVAL)
-    }
-}
-
-/// `endpoint-add`: offers a local address to new connections.
-pub(crate) fn genl_endpoint_add(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
-    let ep = Endpoint {
-        addr: endpoint_addr(info)?,
-        ifindex: info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX).unwrap_or(0),
-        flags: info.attr_u32(nl::MRC_A_ENDPOINT_FLAGS, MAX).unwrap_or(0)
-            & nl::MRC_ENDPOINT_FLAGS_BACKUP,
-    };
-    let mut table = info.mrc_net().endpoints.lock();
-    if table.slots.iter().flatten().any(|e| e.addr == ep.addr) {
-        info.set_bad_attr(
-            nl::MRC_A_ENDPOINT_ADDR,
-            MAX,
-            c_str!("endpoint already exists"),
-        );
-        return Err(EEXIST);
-    }
-    let Some(free) = table.slots.iter_mut().find(|s| s.is_none()) else {
-        info.set_err_msg(c_str!("endpoint table full (16 endpoints)"));
-        return Err(ENOSPC);
-    };
-    *free = Some(ep);
-    table.generation = table.generation.wrapping_add(1);
-    let generation = table.generation;
-    drop(table);
-    info.notify(nl::MRC_CMD_ENDPOINT_ADDED, |m| {
-        endpoint_attrs(m, &ep, generation)
-    });
-    Ok(())
-}
-
-/// `endpoint-del`: withdraws a local address from new connections.
-pub(crate) fn genl_endpoint_del(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
-    let addr = endpoint_addr(info)?;
-    let ifindex = info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX);
-    let mut table = info.mrc_net().endpoints.lock();
-    let Some(slot) = table
-        .slots
-        .iter_mut()
-        .find(|s| s.is_some_and(|e| e.addr == addr && ifindex.map_or(true, |i| i == e.ifindex)))
-    else {
-        info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, MAX, c_str!("no such endpoint"));
-        return Err(ENOENT);
-    };
-    let Some(ep) = slot.take() else {
-        return Err(ENOENT);
-    };
-    table.generation = table.generation.wrapping_add(1);
-    let generation = table.generation;
-    drop(table);
-    info.notify(nl::MRC_CMD_ENDPOINT_REMOVED, |m| {
-        endpoint_attrs(m, &ep, generation)
-    });
-    Ok(())
-}
-
-/// `endpoint-get` dump: one message per endpoint, resumable by slot index.
-pub(crate) fn genl_endpoint_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
-    let table = net.endpoints.lock();
-    let generation = table.generation;
-    dump.set_generation(generation);
-    let mut pos = dump.cursor(0) as usize;
-    while let Some(slot) = table.slots.get(pos) {
-        if let Some(ep) = slot {
-            let added = dump.entry(nl::MRC_CMD_ENDPOINT_GET, |m| {
-                endpoint_attrs(m, ep, generation)
-            })?;
-            if !added {
-                break;
-            }
-        }
-        pos += 1;
-    }
-    dump.set_cursor(0, pos as u64);
-    Ok(())
-}
-
-/// The attributes of one endpoint (dump entries and events).
-fn endpoint_attrs(m: &mut GenlMsg, ep: &Endpoint, generation: u32) -> Result {
-    m.put_u32(nl::MRC_A_ENDPOINT_GENERATION, generation)?;
-    m.put_ip(nl::MRC_A_ENDPOINT_ADDR, &ep.addr)?;
-    m.put_u32(nl::MRC_A_ENDPOINT_IFINDEX, ep.ifindex)?;
-    m.put_u32(nl::MRC_A_ENDPOINT_FLAGS, ep.flags)
-}
-
-/// Connections a dump takes from the table at a time.
-const DUMP_BATCH: usize = 32;
-
-/// The key of the connection table: session id, and whether this end
-/// accepted the connection.
-pub(crate) type SessionKey = (u64, bool);
-
-/// The key right after `k` in the table's order; `None` after the last.
-fn key_after(k: SessionKey) -> Option<SessionKey> {
-    match k {
-        (sid, false) => Some((sid, true)),
-        (sid, true) => sid.checked_add(1).map(|n| (n, false)),
-    }
-}
-
-/// Where a `conn-get` dump resumes, kept in the dump's cursor words: the
-/// key of the next connection to send and the first of its paths still to
-/// send. A key, not a position, so that connections opening or closing
-/// between two parts of the dump neither hide nor repeat the others; the
-/// generation still marks such a dump as torn.
-#[derive(Clone, Copy)]
-enum ConnCursor {
-    Start,
-    At(SessionKey, usize),
-    End,
-}
-
-impl ConnCursor {
-    const SID: usize = 0;
-    const FLAGS: usize = 1;
-    const PATH: usize = 2;
-    const F_AT: u64 = 1;
-    const F_PASSIVE: u64 = 2;
-    const F_END: u64 = 4;
-
-    fn load(dump: &GenlDump) -> Self {
-        let flags = dump.cursor(Self::FLAGS);
-        if flags & Self::F_END != 0 {
-            ConnCursor::End
-        } else if flags & Self::F_AT != 0 {
-            let key = (dump.cursor(Self::SID), flags & Self::F_PASSIVE != 0);
-            ConnCursor::At(key, dump.cursor(Self::PATH) as usize)
-        } else {
-            ConnCursor::Start
-        }
-    }
-
-    fn save(self, dump: &mut GenlDump) {
-        let (sid, flags, path) = match self {
-            ConnCursor::Start => (0, 0, 0),
-            ConnCursor::At((sid, passive), path) => {
-                let p = if passive { Self::F_PASSIVE } else { 0 };
-                (sid, Self::F_AT | p, path as u64)
-            }
-            ConnCursor::End => (0, Self::F_END, 0),
-        };
-        dump.set_cursor(Self::SID, sid);
-        dump.set_cursor(Self::FLAGS, flags);
-        dump.set_cursor(Self::PATH, path);
-    }
-}
-
-/// `conn-get` dump: every connection with its paths. A connection whose
-/// paths do not fit in one message continues in the next.
-pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
-    let (mut start, mut resume) = match ConnCursor::load(dump) {
-        ConnCursor::Start => (None, None),
-        ConnCursor::At(k, path) => (Some(k), Some((k, path))),
-        ConnCursor::End => return Ok(()),
-    };
-    let admin = dump.net_admin();
-    loop {
-        let (batch, generation) = net.sessions_from(start, DUMP_BATCH)?;
-        dump.set_generation(generation);
-        let Some(&(last, _)) = batch.last() else {
-            break;
-        };
-        for (key, sk) in batch.iter() {
-            // The saved connection's remaining paths, or all of any other
-            // (the saved one closed meanwhile).
-            let path = match resume.take() {
-                Some((k, p)) if k == *key => p,
-                _ => 0,
-            };
-            let mut next = None;
-            let added = dump.entry(nl::MRC_CMD_CONN_GET, |m| {
-                next = mrc_sock::fill_conn(sk, m, generation, path, path == 0, admin)?;
-                Ok(())
-            });
-            let stop_at = match added {
-                Ok(true) => next,
-                Ok(false) if dump.is_empty() => return Err(err::message_too_long()),
-                Ok(false) => Some(path),
-                // Closed since the batch was taken: nothing to show.
-                Err(e) if e == ENOENT => None,
-                Err(e) => return Err(e),
-            };
-            if let Some(p) = stop_at {
-                ConnCursor::At(*key, p).save(dump);
-                return Ok(());
-            }
-        }
-        match key_after(last) {
-            Some(k) => start = Some(k),
-            None => break,
-        }
-    }
-    ConnCursor::End.save(dump);
-    Ok(())
-}
-
-/// `conn-get` do: one connection, by session id or socket cookie.
-pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_CONN_MAX;
-    let net = info.mrc_net();
-    let sid = info.attr_uint(nl::MRC_A_CONN_SESSION_ID, MAX);
-    let cookie = info.attr_uint(nl::MRC_A_CONN_COOKIE, MAX);
-    if sid.is_some() == cookie.is_some() {
-        info.set_err_msg(c_str!("give exactly one of session-id and cookie"));
-        return Err(EINVAL);
-    }
-    let mut start = None;
-    let found = 'search: loop {
-        let (batch, generation) = net.sessions_from(start, DUMP_BATCH)?;
-        let Some(&(last, _)) = batch.last() else {
-            break None;
-        };
-        for (_, sk) in batch.iter() {
-            if let Some((s, c)) = mrc_sock::ids(sk) {
-                if sid == Some(s) || cookie == Some(c) {
-                    break 'search Some((sk.clone(), generation));
-                }
-            }
-        }
-        match key_after(last) {
-            Some(k) => start = Some(k),
-            None => break None,
-        }
-    };
-    let Some((sk, generation)) = found else {
-        let attr = if sid.is_some() {
-            nl::MRC_A_CONN_SESSION_ID
-        } else {
-            nl::MRC_A_CONN_COOKIE
-        };
-        info.set_bad_attr(attr, MAX, c_str!("no such connection"));
-        return Err(ENOENT);
-    };
-    info.reply(nl::MRC_CMD_CONN_GET, |m| {
-        match mrc_sock::fill_conn(&sk, m, generation, 0, true, info.net_admin())? {
-            None => Ok(()),
-            // Too many paths for one message; a dump splits them.
-            Some(_) => {
-                info.set_err_msg(c_str!("too many paths for one message; dump conn-get"));
-                Err(mrc_sys::err::message_too_long())
-            }
-        }
-    })
 }

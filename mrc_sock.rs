@@ -46,7 +46,7 @@
 //! bytes, across message boundaries.
 
 use core::mem::MaybeUninit;
-use core::sync::atomic::{AtomicU32, Ordering};
+
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;
@@ -55,7 +55,7 @@ use crate::mrc_conn::{
     MSG_QUEUE, WINDOW,
 };
 use crate::mrc_limit;
-use crate::mrc_net::{MrcNet, PeerRef, SessionKey};
+use crate::mrc_net::{MrcNet, PeerRef, SessionKey, ORPHANS};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_sys::{
@@ -936,6 +936,11 @@ pub(crate) fn owner_backlog(sk: &Sock, deferred: Deferred) {
     run(sk, deferred, |_, _| ());
 }
 
+/// The owner takes what softirq deferred, before it releases the socket.
+pub(crate) fn take_backlog(sk: &Sock) {
+    owner_backlog(sk, sk.take_deferred());
+}
+
 /// Runs, under one turn of the connection's lock, the timer if it fired,
 /// the packets in `deferred`, then `f`, then [`drive`]; then [`settle`].
 fn run<R>(sk: &Sock, deferred: Deferred, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
@@ -1312,24 +1317,6 @@ fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
     }
 }
 
-/// Connections of closed sockets still finishing, in all namespaces.
-static ORPHANS: AtomicU32 = AtomicU32::new(0);
-
-/// Takes one of the `max_orphans` slots; `false` if none is free.
-fn take_orphan_slot() -> bool {
-    let max = mrc_sys::param_max_orphans();
-    ORPHANS
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-            (n < max).then_some(n + 1)
-        })
-        .is_ok()
-}
-
-/// Connections of closed sockets still finishing, in all namespaces.
-pub(crate) fn orphans() -> u32 {
-    ORPHANS.load(Ordering::Relaxed)
-}
-
 /// Unregisters a connection and frees its buffers (process context, socket
 /// lock held or the socket unreachable by users). Idempotent.
 fn destroy(sk: &Sock) {
@@ -1340,7 +1327,7 @@ fn destroy(sk: &Sock) {
         }
         inner.dead = true;
         if core::mem::take(&mut inner.orphan_slot) {
-            ORPHANS.fetch_sub(1, Ordering::Relaxed);
+            ORPHANS.give();
         }
         (inner.sid.take(), inner.sess.take())
     };
@@ -1813,7 +1800,7 @@ pub(crate) fn release(sk: &Sock) {
             // the connection is reset at once, as TCP does past
             // tcp_max_orphans.
             let graceful = linger != Some(0);
-            let slot = graceful && take_orphan_slot();
+            let slot = graceful && ORPHANS.take(mrc_sys::param_max_orphans());
             if graceful && !slot {
                 net.count_orphan_refused();
             }

@@ -14,6 +14,7 @@ use core::{
     marker::PhantomData,
     mem::{size_of, MaybeUninit},
     ptr::{self, NonNull},
+    sync::atomic::{AtomicBool, Ordering},
 };
 use kernel::{
     error::{from_err_ptr, from_result, to_result, Error},
@@ -1588,6 +1589,75 @@ macro_rules! new_spinlock_bh {
 }
 pub(crate) use new_spinlock_bh;
 
+// --- Per-CPU counters -------------------------------------------------------------
+
+/// `N` counters of which each CPU keeps its own copy (`alloc_percpu`), so
+/// that counting from several CPUs at once shares no cache line; a read
+/// sums the copies. Adding is interrupt-safe (`this_cpu_add`), so any
+/// context may count.
+///
+/// # Invariants
+///
+/// `0` is a per-CPU allocation of `N` `u64`s, owned by this object.
+pub(crate) struct PerCpuCounters<const N: usize>(NonNull<u64>);
+
+// SAFETY: each CPU writes only its own copy, with `this_cpu_add`; reads sum
+// the copies. Nothing else touches the allocation.
+unsafe impl<const N: usize> Sync for PerCpuCounters<N> {}
+// SAFETY: the allocation may be freed from any context that may sleep, as
+// drops here are.
+unsafe impl<const N: usize> Send for PerCpuCounters<N> {}
+
+impl<const N: usize> PerCpuCounters<N> {
+    /// `N` counters at zero. May sleep.
+    pub(crate) fn new() -> Result<Self> {
+        let n = u32::try_from(N).map_err(|_| EINVAL)?;
+        // SAFETY: process context, as the callers' (namespace set-up) is;
+        // the memory comes zeroed.
+        let p = unsafe { bindings::mrc_percpu_alloc(n) };
+        Ok(Self(NonNull::new(p).ok_or(ENOMEM)?))
+    }
+
+    /// Adds `n` to counter `i` (none for `i >= N`).
+    pub(crate) fn add(&self, i: usize, n: u64) {
+        if i < N {
+            // SAFETY: `i` is within the allocation (type invariant).
+            unsafe { bindings::mrc_percpu_add(self.0.as_ptr(), i as u32, n) };
+        }
+    }
+
+    /// The sum of counter `i` over the CPUs (0 for `i >= N`).
+    pub(crate) fn sum(&self, i: usize) -> u64 {
+        if i >= N {
+            return 0;
+        }
+        // SAFETY: `i` is within the allocation (type invariant).
+        unsafe { bindings::mrc_percpu_sum(self.0.as_ptr(), i as u32) }
+    }
+}
+
+impl<const N: usize> Drop for PerCpuCounters<N> {
+    fn drop(&mut self) {
+        // SAFETY: owned (type invariant), and no longer used.
+        unsafe { bindings::mrc_percpu_free(self.0.as_ptr()) };
+    }
+}
+
+/// One per-CPU counter.
+pub(crate) type Counter = PerCpuCounters<1>;
+
+impl Counter {
+    /// Adds `n`.
+    pub(crate) fn count(&self, n: u64) {
+        self.add(0, n);
+    }
+
+    /// The sum over the CPUs.
+    pub(crate) fn total(&self) -> u64 {
+        self.sum(0)
+    }
+}
+
 // --- Time and randomness ----------------------------------------------------------
 
 /// The kernel's CRC32C (`crc32c()` of `<linux/crc32c.h>`): updates the raw
@@ -1707,6 +1777,9 @@ struct SockWith {
     /// Guarded by the socket's spinlock (`sk_lock.slock`); see
     /// [`Sock::backlog_unless_free`].
     deferred: UnsafeCell<Deferred>,
+    /// Whether `deferred` holds anything: written under `slock`, read
+    /// without it as a hint ([`Sock::has_deferred`]).
+    pending: AtomicBool,
     state: State,
 }
 
@@ -1776,6 +1849,12 @@ impl<'a> Slock<'a> {
         // accessed under `slock`, which `self` holds; `&mut self` makes this
         // the only access through the guard.
         unsafe { &mut *(*self.0.with()).deferred.get() }
+    }
+
+    /// Takes what `deferred` holds.
+    fn take(&mut self) -> Deferred {
+        self.0.pending().store(false, Ordering::Relaxed);
+        core::mem::take(self.deferred())
     }
 }
 
@@ -1873,6 +1952,9 @@ impl Sock {
                 }
             }
         }
+        if queued > 0 {
+            self.pending().store(true, Ordering::Relaxed);
+        }
         drop(slock);
         // `freed` goes here, with the lock dropped.
         Backlog::Queued { queued, dropped }
@@ -1885,6 +1967,7 @@ impl Sock {
         let owned = slock.owned();
         if owned {
             slock.deferred().timer = true;
+            self.pending().store(true, Ordering::Relaxed);
         }
         owned
     }
@@ -1893,7 +1976,19 @@ impl Sock {
     /// (an owner that need not wait for its release, to act on packets
     /// before it sends more).
     pub(crate) fn take_deferred(&self) -> Deferred {
-        core::mem::take(Slock::new(self).deferred())
+        Slock::new(self).take()
+    }
+
+    /// Whether softirq left anything for the owner ([`Sock::take_deferred`]):
+    /// a hint, read without the lock, for an owner busy for a while (copying
+    /// a long message) that acts on its packets meanwhile.
+    pub(crate) fn has_deferred(&self) -> bool {
+        self.pending().load(Ordering::Relaxed)
+    }
+
+    fn pending(&self) -> &AtomicBool {
+        // SAFETY: initialised by `init_sock` (type invariant); an atomic.
+        unsafe { &(*self.with()).pending }
     }
 
     /// Takes the socket lock of process context (`lock_sock`).
@@ -2180,6 +2275,7 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         (*sk).sk_rcvbuf = SOCK_BUF_DEFAULT as c_int;
         (*sk).sk_sndbuf = SOCK_BUF_DEFAULT as c_int;
         ptr::addr_of_mut!((*this).deferred).write(UnsafeCell::new(Deferred::default()));
+        ptr::addr_of_mut!((*this).pending).write(AtomicBool::new(false));
         let init = State::new();
         let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
         (*sk).sk_destruct = Some(sk_destruct);
@@ -2321,6 +2417,7 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
         // SAFETY: `slock` is held (the function's contract), under which
         // `deferred` is accessed.
         let d = core::mem::take(unsafe { &mut *(*sock.with()).deferred.get() });
+        sock.pending().store(false, Ordering::Relaxed);
         if d.is_empty() {
             return;
         }
@@ -3582,12 +3679,14 @@ macro_rules! genl_doit {
     };
 }
 
-genl_doit!(mrc_nl_stats_get_doit, crate::mrc_net::genl_stats_get);
-genl_doit!(mrc_nl_conn_get_doit, crate::mrc_net::genl_conn_get);
-genl_doit!(mrc_nl_endpoint_add_doit, crate::mrc_net::genl_endpoint_add);
-genl_doit!(mrc_nl_endpoint_del_doit, crate::mrc_net::genl_endpoint_del);
-genl_doit!(mrc_nl_param_get_doit, crate::mrc_net::genl_param_get);
-genl_doit!(mrc_nl_param_set_doit, crate::mrc_net::genl_param_set);
+use crate::mrc_net::netlink as handlers;
+
+genl_doit!(mrc_nl_stats_get_doit, handlers::genl_stats_get);
+genl_doit!(mrc_nl_conn_get_doit, handlers::genl_conn_get);
+genl_doit!(mrc_nl_endpoint_add_doit, handlers::genl_endpoint_add);
+genl_doit!(mrc_nl_endpoint_del_doit, handlers::genl_endpoint_del);
+genl_doit!(mrc_nl_param_get_doit, handlers::genl_param_get);
+genl_doit!(mrc_nl_param_set_doit, handlers::genl_param_set);
 
 /// Runs a `dumpit` handler over the dumping socket's namespace, converting
 /// its result for C.
@@ -3635,11 +3734,8 @@ macro_rules! genl_dumpit {
     };
 }
 
-genl_dumpit!(mrc_nl_conn_get_dumpit, crate::mrc_net::genl_conn_dump);
-genl_dumpit!(
-    mrc_nl_endpoint_get_dumpit,
-    crate::mrc_net::genl_endpoint_dump
-);
+genl_dumpit!(mrc_nl_conn_get_dumpit, handlers::genl_conn_dump);
+genl_dumpit!(mrc_nl_endpoint_get_dumpit, handlers::genl_endpoint_dump);
 
 /// Registration of the generic netlink family `mrc`.
 pub(crate) struct GenlRegistration;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
-//! The token bucket that bounds answers to packets of unknown sessions.
+//! The token bucket that bounds answers to packets of unknown sessions, and the slots that
+//! bound things of which only so many may exist.
 
-use mrc_core::mrc_limit::TokenBucket;
+use mrc_core::mrc_limit::{Slots, TokenBucket};
 
 const MS: u64 = 1_000_000;
 
@@ -110,4 +111,22 @@ fn a_new_rate_applies_at_once_and_a_smaller_burst_cuts_the_savings() {
     assert!(!b.allow(99 * MS));
     assert!(b.allow(100 * MS));
     assert!(!b.allow(100 * MS));
+}
+
+#[test]
+fn slots_stop_at_the_maximum_and_come_back() {
+    let s = Slots::new();
+    let taken = (0..10).filter(|_| s.take(4)).count();
+    assert_eq!(taken, 4);
+    assert_eq!(s.count(), 4);
+    s.give();
+    assert!(s.take(4));
+    assert!(!s.take(4));
+    // A lower maximum (the limit changed) refuses until enough are given back.
+    assert!(!s.take(2));
+    for _ in 0..10 {
+        s.give();
+    }
+    assert_eq!(s.count(), 0);
+    assert!(s.take(1));
 }
