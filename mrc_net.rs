@@ -546,6 +546,9 @@ impl MrcNet {
 /// length but no bytes, which stay in `skb`. Any other datagram is decoded
 /// by [`mrc_proto::decode`] from the linear area, which holds all of it, or
 /// for a fixed header that is not valid, enough of it for the error.
+///
+/// The checksum of a DATA payload that [`check_data`] went over already is
+/// not computed again: its result is in `skb->cb`.
 pub(crate) fn decode_datagram(skb: &SkBuff) -> Result<Packet<'_>, DecodeError> {
     let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
     if !is_data(head) {
@@ -553,8 +556,68 @@ pub(crate) fn decode_datagram(skb: &SkBuff) -> Result<Packet<'_>, DecodeError> {
     }
     let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
     mrc_proto::decode_data(head, len, |crc, n| {
-        skb.crc32c_raw(crc, RX_HEADERS_LEN, u32::try_from(n).ok()?)
+        let n = u32::try_from(n).ok()?;
+        crc_memo(skb, crc, n).or_else(|| skb.crc32c_raw(crc, RX_HEADERS_LEN, n))
     })
+}
+
+/// Where in `skb->cb` [`check_data`] leaves a DATA payload's checksum: the
+/// CRC32C register before and after the payload, its length and
+/// [`CRC_MEMO_MARK`], 16 bytes after the 8 that the receive queue's marks
+/// take (`mrc_sock`).
+const CB_CRC: usize = 8;
+
+/// Marks a checksum that [`check_data`] left in `skb->cb`.
+const CRC_MEMO_MARK: u32 = 0x4d52_4321;
+
+/// Forgets any checksum left in `skb->cb`: what the packet's previous
+/// owner (UDP) left there is not one. Done as each datagram arrives, so
+/// that only [`check_data`] ever fills it in.
+pub(crate) fn clear_crc_memo(skb: &mut SkBuff) {
+    if let Some(m) = skb.cb_mut().get_mut(CB_CRC..CB_CRC + 16) {
+        m.fill(0);
+    }
+}
+
+/// The CRC32C register after the `n` payload bytes of `skb`, from `crc`
+/// before them, if [`check_data`] computed it.
+fn crc_memo(skb: &SkBuff, crc: u32, n: u32) -> Option<u32> {
+    let m = skb.cb().get(CB_CRC..CB_CRC + 16)?;
+    let word = |i: usize| {
+        m.get(i..i + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_ne_bytes)
+    };
+    (word(12)? == CRC_MEMO_MARK && word(0)? == crc && word(8)? == n).then_some(word(4)?)
+}
+
+/// Checks a received datagram's checksum, in softirq, where it arrived:
+/// a DATA packet's over its payload, whose result is left in `skb->cb` for
+/// [`decode_datagram`], so that a packet that waits in a socket's backlog
+/// leaves only the connection's work to the socket's owner, as TCP checks
+/// a segment's checksum before its backlog. Other datagrams are small and
+/// are checked when decoded.
+pub(crate) fn check_data(skb: &mut SkBuff) -> Result<(), DecodeError> {
+    let mut memo = None;
+    {
+        let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+        if !is_data(head) {
+            return Ok(());
+        }
+        let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
+        mrc_proto::decode_data(head, len, |crc, n| {
+            let n = u32::try_from(n).ok()?;
+            let out = skb.crc32c_raw(crc, RX_HEADERS_LEN, n)?;
+            memo = Some((crc, out, n));
+            Some(out)
+        })?;
+    }
+    if let (Some((crc, out, n)), Some(m)) = (memo, skb.cb_mut().get_mut(CB_CRC..CB_CRC + 16)) {
+        for (dst, v) in m.chunks_exact_mut(4).zip([crc, out, n, CRC_MEMO_MARK]) {
+            dst.copy_from_slice(&v.to_ne_bytes());
+        }
+    }
+    Ok(())
 }
 
 /// Whether `head`, the first bytes of a datagram, is a valid fixed header

@@ -6,20 +6,25 @@
 //! The tunnel socket hands over a GSO packet or GRO train as the run of
 //! datagrams it was (see "The batched datapath" in `mrc_net`). Each
 //! datagram's UDP and MRC headers are made linear, the rest only for
-//! packets other than DATA; consecutive datagrams for one connection go to
+//! packets other than DATA, whose payload checksum is computed here, where
+//! the packet arrived, whether it is then taken at once or waits for the
+//! task that holds its socket; consecutive datagrams for one connection go to
 //! it together ([`mrc_sock::input`]), after one session lookup. A SYN goes
 //! to the listener of its port; a packet for no connection is answered
 //! with a rate-limited RST.
 
-use crate::mrc_net::{decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
+use crate::mrc_net::{
+    check_data, clear_crc_memo, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN,
+};
 use crate::mrc_proto::{self, Body, PacketType};
 use crate::mrc_sock;
 use crate::mrc_sys::{EncapHandler, SkBuff, SkbList, SockRef};
 
 impl EncapHandler for MrcNet {
-    /// Datagrams from a tunnel socket (softirq). Runs of consecutive datagrams for one connection go to it together:
-    /// one session lookup and one turn of its lock for a GSO packet or a
-    /// GRO train, and one acknowledgement at most.
+    /// Datagrams from a tunnel socket (softirq). Runs of consecutive
+    /// datagrams for one connection go to it together: one session lookup
+    /// and one turn of its lock for a GSO packet or a GRO train, and one
+    /// acknowledgement at most.
     fn receive(&self, mut batch: SkbList, dropped: u32) {
         self.count_udp_checksum(dropped);
         let mut datagrams = 0u32;
@@ -33,6 +38,7 @@ impl EncapHandler for MrcNet {
             // copied once, to the reader; other packets are small and are
             // made linear whole (see `decode_datagram`). A datagram whose
             // fixed header is not valid needs no more than that header.
+            clear_crc_memo(&mut skb);
             if !skb.pull(len.min(RX_HEADERS_LEN)) {
                 self.count_no_memory();
                 continue;
@@ -44,6 +50,13 @@ impl EncapHandler for MrcNet {
             };
             if h.packet_type() != Some(PacketType::Data) && !skb.pull(len) {
                 self.count_no_memory();
+                continue;
+            }
+            // A DATA payload's checksum is computed here, in softirq where
+            // the packet arrived, even if it then waits in its socket's
+            // backlog for the task that holds the socket (`check_data`).
+            if let Err(e) = check_data(&mut skb) {
+                self.count_decode_drop(e);
                 continue;
             }
             // A packet from the accepting end is for the connecting end.
