@@ -79,7 +79,7 @@ use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, ConnConfig, DropReason as ConnDrop};
 
 /// Reasons a connection ignores a packet, in `/proc/net/mrc` order.
-const CONN_DROPS: [ConnDrop; 8] = [
+const CONN_DROPS: [ConnDrop; 9] = [
     ConnDrop::WrongSession,
     ConnDrop::BadState,
     ConnDrop::Duplicate,
@@ -88,11 +88,12 @@ const CONN_DROPS: [ConnDrop; 8] = [
     ConnDrop::Invalid,
     ConnDrop::BadRst,
     ConnDrop::BadProbe,
+    ConnDrop::BadRetry,
 ];
 use crate::mrc_limit::TokenBucket;
 use crate::mrc_path::PathConfig;
-use crate::mrc_proto::{self, Body, DecodeError, Header, Packet, PacketType, HEADER_LEN};
-use crate::mrc_sock;
+use crate::mrc_proto::{self, Body, DecodeError, Header, Packet, PacketType, SynId, HEADER_LEN};
+use crate::mrc_sock::{self, SynAdmit};
 use crate::mrc_sys::{
     self, err, new_spinlock_bh, nl, EncapHandler, Frag, GenlDump, GenlInfo, GenlMsg, IpAddr,
     IpFamily, MsgBuf, Net, PernetState, ProcEntry, ProcShow, SeqFile, SkBuff, SkbList, Sock,
@@ -159,6 +160,9 @@ struct Stats {
     drop_udp_checksum: AtomicU64,
     drop_conn: [AtomicU64; CONN_DROPS.len()],
     drop_backlog: AtomicU64,
+    /// SYNs whose retry token is not one this namespace made for them, or
+    /// has expired.
+    drop_bad_token: AtomicU64,
     tx_retransmits: AtomicU64,
     /// New DATA packets received marked ECN "congestion experienced".
     ecn_ce_packets: AtomicU64,
@@ -184,6 +188,9 @@ struct Stats {
     /// Handshake packets not sent: three times the bytes of the SYNs
     /// received from a peer whose address is not proven were sent already.
     tx_amp_limited: AtomicU64,
+    /// RETRYs sent: SYNs answered without a connection, the listener being
+    /// under pressure.
+    tx_retry: AtomicU64,
     tx_errors: AtomicU64,
 }
 
@@ -202,6 +209,7 @@ impl Stats {
             drop_udp_checksum: AtomicU64::new(0),
             drop_conn: [const { AtomicU64::new(0) }; CONN_DROPS.len()],
             drop_backlog: AtomicU64::new(0),
+            drop_bad_token: AtomicU64::new(0),
             tx_retransmits: AtomicU64::new(0),
             ecn_ce_packets: AtomicU64::new(0),
             ecn_echoes: AtomicU64::new(0),
@@ -216,6 +224,7 @@ impl Stats {
             tx_rst: AtomicU64::new(0),
             tx_rst_limited: AtomicU64::new(0),
             tx_amp_limited: AtomicU64::new(0),
+            tx_retry: AtomicU64::new(0),
             tx_errors: AtomicU64::new(0),
         }
     }
@@ -245,6 +254,10 @@ struct Params {
     cc: AtomicU32,
     user_timeout_ms: AtomicU32,
     data_per_idle_probe: AtomicU32,
+    /// Share of a listener's backlog, in percent, that half-open connections
+    /// of SYNs without a retry token may hold; beyond it such SYNs get a
+    /// RETRY (see `mrc_sock::syn_received`).
+    syn_retry_pct: AtomicU32,
 }
 
 /// Congestion controllers selectable by name.
@@ -260,6 +273,10 @@ const DEFAULT_EV_PER_PLANE: u32 = 4;
 /// with `ETIMEDOUT`, unless configured.
 const DEFAULT_USER_TIMEOUT_MS: u32 = 30_000;
 
+/// Share of a listener's backlog half-open connections of unproven SYNs may
+/// hold, unless configured.
+const DEFAULT_SYN_RETRY_PCT: u32 = 50;
+
 impl Params {
     fn new() -> Self {
         let d = &PathConfig::DEFAULT;
@@ -270,6 +287,7 @@ impl Params {
             cc: AtomicU32::new(cc_index(d.cc)),
             user_timeout_ms: AtomicU32::new(DEFAULT_USER_TIMEOUT_MS),
             data_per_idle_probe: AtomicU32::new(d.data_per_idle_probe),
+            syn_retry_pct: AtomicU32::new(DEFAULT_SYN_RETRY_PCT),
         }
     }
 
@@ -408,6 +426,8 @@ pub(crate) struct MrcNet {
     rst_limit: SpinLockBh<TokenBucket>,
     /// Shared liveness of the network paths to peers.
     peers: Arc<PeerPaths>,
+    /// Secret key of the retry tokens of this namespace's listeners.
+    retry_key: [u64; 2],
     stats: Stats,
     params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
@@ -449,6 +469,7 @@ impl PernetState for MrcNet {
                 }),
                 GFP_KERNEL
             )?,
+            retry_key: [mrc_sys::random_u64(), mrc_sys::random_u64()],
             stats: Stats::new(),
             params: Params::new(),
             ready: AtomicBool::new(false),
@@ -623,9 +644,8 @@ impl MrcNet {
                         .lookup_port(port)
                         .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
                     if let Some(l) = listener {
-                        if !mrc_sock::syn_received(&l, skb) {
-                            self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
-                        }
+                        let (syn, hs) = (pkt.header, (hs.initial_seq, hs.src_port, hs.dst_port));
+                        self.syn_to_listener(&l, skb, &syn, hs);
                         return;
                     }
                     pkt.header
@@ -642,6 +662,66 @@ impl MrcNet {
 }
 
 impl MrcNet {
+    /// A SYN for no existing session to the listener `l`; `hs` is its
+    /// handshake's initial sequence number, source and destination MRC
+    /// ports. A SYN whose `ack` holds a retry token must hold the one this
+    /// namespace made for it, in this time slot or the one before, or it is
+    /// dropped (`drop_bad_token`); with a valid one its source is proven.
+    /// The listener queues it, or wants a RETRY sent back, or is full
+    /// (`drop_backlog`).
+    fn syn_to_listener(&self, l: &Sock, skb: SkBuff, syn: &Header, hs: (u64, u16, u16)) {
+        let Some(addrs) = skb.udp_addrs() else {
+            return;
+        };
+        let (initial_seq, src_port, dst_port) = hs;
+        let id = SynId {
+            src: mrc_sock::endpoint(addrs.src, addrs.sport, false),
+            dst: mrc_sock::endpoint(addrs.dst, addrs.dport, false),
+            session_id: syn.session_id,
+            initial_seq,
+            src_port,
+            dst_port,
+        };
+        let slot = mrc_sys::now_ns() / mrc_proto::RETRY_SLOT_NS;
+        let proven = syn.ack != 0;
+        if proven && !mrc_proto::retry_token_valid(self.retry_key, slot, &id, syn.ack) {
+            self.stats.drop_bad_token.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let pct = self.params.syn_retry_pct.load(Ordering::Relaxed);
+        match mrc_sock::syn_received(l, skb, proven, pct) {
+            SynAdmit::Queued => {}
+            SynAdmit::Full => {
+                self.stats.drop_backlog.fetch_add(1, Ordering::Relaxed);
+            }
+            SynAdmit::Retry => {
+                let token = mrc_proto::retry_token(self.retry_key, slot, &id);
+                self.send_retry(&addrs, syn, token);
+            }
+        }
+    }
+
+    /// Answers the SYN `syn` from `addrs` with a RETRY carrying `token`. Not
+    /// rate-limited: it is smaller than the SYN it answers.
+    fn send_retry(&self, addrs: &UdpAddrs, syn: &Header, token: u64) {
+        let mut buf = [0u8; HEADER_LEN];
+        let Some(len) = mrc_conn::reply_retry(syn, token, &mut buf) else {
+            return;
+        };
+        let (Some(t), Some(pkt)) = (self.tunnel(&addrs.src), buf.get(..len)) else {
+            return;
+        };
+        if t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt)
+            .is_ok()
+        {
+            self.stats.tx_retry.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
+            self.stats.tx_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        } else {
+            self.stats.tx_errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// Counts a packet that failed to decode on a connection.
     pub(crate) fn count_decode_drop(&self, e: DecodeError) {
         self.stats.count_drop(RxDrop::Decode(e));
@@ -1124,6 +1204,7 @@ impl ProcShow for MrcNet {
             writeln!(out, "drop_conn_{} {}", why.name(), get(c))?;
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
+        writeln!(out, "drop_bad_token {}", get(&s.drop_bad_token))?;
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
         writeln!(out, "conns_failed {}", get(&s.conns_failed))?;
@@ -1137,6 +1218,7 @@ impl ProcShow for MrcNet {
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_rst_limited {}", get(&s.tx_rst_limited))?;
         writeln!(out, "tx_amp_limited {}", get(&s.tx_amp_limited))?;
+        writeln!(out, "tx_retry {}", get(&s.tx_retry))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
         writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;
@@ -1206,7 +1288,8 @@ pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
         m.put_u32(
             nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
             get(&p.data_per_idle_probe),
-        )
+        )?;
+        m.put_u32(nl::MRC_A_PARAMS_SYN_RETRY_PCT, get(&p.syn_retry_pct))
     })
 }
 
@@ -1237,6 +1320,7 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
         (nl::MRC_A_PARAMS_EV_PER_PLANE, &p.ev_per_plane),
         (nl::MRC_A_PARAMS_USER_TIMEOUT_MS, &p.user_timeout_ms),
         (nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE, &p.data_per_idle_probe),
+        (nl::MRC_A_PARAMS_SYN_RETRY_PCT, &p.syn_retry_pct),
     ];
     for (attr, field) in fields {
         if let Some(v) = info.attr_u32(attr, MAX) {
