@@ -86,6 +86,19 @@
 //! to the SYN's source, so it proves that the peer receives there, and the limit ends. The
 //! connecting end chose the address it sends to and has no such limit.
 //!
+//! # Retry
+//!
+//! A listener whose half-open connections fill a share of its backlog answers a SYN without
+//! a token with a RETRY and keeps no state for it (QUIC's Retry, RFC 9000, 8.1.2; see "Retry"
+//! in [`mrc_proto`]); only a SYN that echoes a valid token, which proves that its sender
+//! receives at its source address, gets a connection. The connecting end takes a RETRY in
+//! SynSent only if its ack is this end's initial sequence number (it answers this SYN, which
+//! went only to the listener), and at most [`MAX_RETRIES`] of them: it sends the SYN again at
+//! once, with the same session id, initial sequence number, ports and endpoints and the token
+//! as its ack, and so every later retransmission of it. The SYN's retransmission timer and
+//! the handshake's deadline run on: a RETRY does not give the handshake more time. Any other
+//! RETRY is dropped as [`DropReason::BadRetry`].
+//!
 //! # Path validation
 //!
 //! The endpoints the peer announces are screened (above), but a peer could still announce
@@ -280,6 +293,11 @@ const CHALLENGE_ACK_INTERVAL_NS: u64 = 100_000_000;
 /// it received in the peer's SYNs (QUIC's anti-amplification limit, RFC 9000, 8.1): see
 /// "Anti-amplification" in the module documentation.
 pub const AMPLIFICATION_FACTOR: u64 = 3;
+
+/// RETRYs the connecting end takes per [`Conn::connect`]: the first, and one more should the
+/// token have expired before a lost SYN was repeated (see "Retry" in the module
+/// documentation).
+pub const MAX_RETRIES: u8 = 2;
 
 /// While a packet is missing, an acknowledgement waits at most the minimum RTT divided by
 /// this (see [`Conn::schedule_ack`]).
@@ -525,6 +543,9 @@ pub enum DropReason {
     /// A PROBE_ACK that answers no probe this end sent on the path it arrived on and still
     /// waits for.
     BadProbe,
+    /// A RETRY that does not echo this end's initial sequence number, that came after
+    /// [`MAX_RETRIES`] others, or outside SynSent.
+    BadRetry,
 }
 
 impl DropReason {
@@ -539,6 +560,7 @@ impl DropReason {
             DropReason::Invalid => "invalid",
             DropReason::BadRst => "bad_rst",
             DropReason::BadProbe => "bad_probe",
+            DropReason::BadRetry => "bad_retry",
         }
     }
 }
@@ -750,6 +772,9 @@ pub struct ConnStats {
     /// much as [`AMPLIFICATION_FACTOR`] times the bytes of the peer's SYNs already (see
     /// "Anti-amplification" in the module documentation).
     pub amp_limited: u64,
+    /// RETRYs taken: the listener asked for the SYN again with a token (see "Retry" in the
+    /// module documentation).
+    pub retries: u64,
     /// Orphans reset after [`ConnConfig::fin_timeout_ns`]: the peer did not finish the close
     /// (its FIN, or the acknowledgement of this end's FIN, never came) or kept its window
     /// closed.
@@ -990,7 +1015,8 @@ fn encode_control(
 }
 
 /// Writes an RST answering `header`, a packet for which there is no connection; returns its
-/// length, or `None` if no answer is due (the packet is itself an RST) or `out` is too small.
+/// length, or `None` if no answer is due (the packet is itself an RST or a RETRY) or `out` is
+/// too small.
 ///
 /// The RST goes back to the opposite role: it carries [`Flags::PASSIVE`] iff `header` does
 /// not.
@@ -1001,7 +1027,10 @@ fn encode_control(
 /// (see [`Conn::handle_packet`]): answering the challenge ACK of a connection whose peer is
 /// gone, it resets that connection.
 pub fn reply_rst(header: &Header, out: &mut [u8]) -> Option<usize> {
-    if header.packet_type() == Some(PacketType::Rst) {
+    if matches!(
+        header.packet_type(),
+        Some(PacketType::Rst | PacketType::Retry)
+    ) {
         return None;
     }
     let flags = if header.flags.passive() {
@@ -1017,6 +1046,27 @@ pub fn reply_rst(header: &Header, out: &mut [u8]) -> Option<usize> {
         header.ack,
         header.seq,
         &Body::Rst,
+    )
+}
+
+/// Writes a RETRY answering the SYN `syn` with `token` (see "Retry" in [`mrc_proto`]); returns
+/// its length, or `None` if `syn` is not a SYN, `token` is 0 or `out` is too small.
+///
+/// It goes back to the connecting end with the SYN's session id and path id, the token as its
+/// sequence number and the SYN's sequence number (the connecting end's initial sequence number)
+/// as its ack. It is [`HEADER_LEN`] bytes, fewer than any SYN.
+pub fn reply_retry(syn: &Header, token: u64, out: &mut [u8]) -> Option<usize> {
+    if syn.packet_type() != Some(PacketType::Syn) || syn.flags.passive() || token == 0 {
+        return None;
+    }
+    encode_control(
+        out,
+        syn.session_id,
+        syn.path_id,
+        Flags::new(PacketType::Retry).with(Flags::PASSIVE),
+        token,
+        syn.seq,
+        &Body::Retry,
     )
 }
 
@@ -1092,6 +1142,10 @@ pub struct Conn {
     hs_backoff: u8,
     hs_sent_ns: u64,
     hs_path_id: u32,
+    /// The listener's retry token, echoed in the SYNs sent after its RETRY (0: none).
+    retry_token: u64,
+    /// RETRYs taken since [`Conn::connect`], at most [`MAX_RETRIES`].
+    retries: u8,
 
     // Send side.
     isn: u64,
@@ -1243,6 +1297,8 @@ fn conn_fields_are_initialised(c: &Conn) {
         hs_backoff: _,
         hs_sent_ns: _,
         hs_path_id: _,
+        retry_token: _,
+        retries: _,
         isn: _,
         snd_una: _,
         snd_nxt: _,
@@ -1376,6 +1432,8 @@ impl Conn {
             addr_of_mut!((*p).hs_backoff).write(0);
             addr_of_mut!((*p).hs_sent_ns).write(0);
             addr_of_mut!((*p).hs_path_id).write(0);
+            addr_of_mut!((*p).retry_token).write(0);
+            addr_of_mut!((*p).retries).write(0);
             addr_of_mut!((*p).isn).write(0);
             addr_of_mut!((*p).snd_una).write(0);
             addr_of_mut!((*p).snd_nxt).write(0);
@@ -1905,6 +1963,8 @@ impl Conn {
         self.session_id = session_id;
         self.start_send_side(isn);
         self.hs_path_id = path_id;
+        self.retry_token = 0;
+        self.retries = 0;
         self.state = State::SynSent;
         self.hs_due = true;
         self.hs_backoff = 0;
@@ -2322,7 +2382,7 @@ impl Conn {
         let eps = eps.get(..n).unwrap_or(&[]);
         let hs = Handshake::new(self.isn, rwnd, self.local_port, self.peer_port, eps);
         let (body, ack) = if self.state == State::SynSent {
-            (Body::Syn(hs), 0)
+            (Body::Syn(hs), self.retry_token)
         } else {
             (Body::SynAck(hs), self.rcv_nxt)
         };
@@ -2970,8 +3030,25 @@ impl Conn {
                 Input::Consumed
             }
             Body::Rst => self.input_rst(now_ns, &pkt.header),
+            Body::Retry => self.input_retry(&pkt.header),
             _ => Input::Dropped(DropReason::BadState),
         }
+    }
+
+    /// Takes a RETRY in SynSent: the listener asks for the SYN again with the token it carries
+    /// (see "Retry" in [`mrc_proto`]). It must echo this end's initial sequence number, which
+    /// only went to the listener, and at most [`MAX_RETRIES`] are taken per connect, so a
+    /// forged or looping RETRY cannot keep the handshake from completing or failing.
+    fn input_retry(&mut self, h: &Header) -> Input {
+        if h.ack != self.isn || h.seq == 0 || self.retries >= MAX_RETRIES {
+            return Input::Dropped(DropReason::BadRetry);
+        }
+        self.retries = self.retries.saturating_add(1);
+        self.retry_token = h.seq;
+        self.stats.retries = self.stats.retries.saturating_add(1);
+        // At once, whatever the SYN's retransmission timer says.
+        self.hs_due = true;
+        Input::Consumed
     }
 
     /// Processes an RST, accepted only if its numbers show it comes from the peer (RFC 5961,
@@ -3046,6 +3123,7 @@ impl Conn {
         match pkt.body {
             Body::Rst => self.input_rst(now_ns, h),
             Body::Syn(_) => Input::Dropped(DropReason::BadState),
+            Body::Retry => Input::Dropped(DropReason::BadRetry),
             Body::SynAck(hs) => {
                 if !self.ports_match(&hs) {
                     return Input::Dropped(DropReason::Invalid);

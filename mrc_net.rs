@@ -88,7 +88,7 @@ use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{self, ConnConfig, DropReason as ConnDrop};
 
 /// Reasons a connection ignores a packet, in `/proc/net/mrc` order.
-const CONN_DROPS: [ConnDrop; 8] = [
+const CONN_DROPS: [ConnDrop; 9] = [
     ConnDrop::WrongSession,
     ConnDrop::BadState,
     ConnDrop::Duplicate,
@@ -97,6 +97,7 @@ const CONN_DROPS: [ConnDrop; 8] = [
     ConnDrop::Invalid,
     ConnDrop::BadRst,
     ConnDrop::BadProbe,
+    ConnDrop::BadRetry,
 ];
 use crate::mrc_limit::{Slots, TokenBucket};
 use crate::mrc_path::PathConfig;
@@ -182,6 +183,9 @@ struct Stats {
     drop_backlog: Counter,
     /// Datagrams over the backlog of a socket a task owned.
     drop_sock_backlog: Counter,
+    /// SYNs whose retry token is not one this namespace made for them, or
+    /// has expired.
+    drop_bad_token: Counter,
     tx_retransmits: Counter,
     /// New DATA packets received marked ECN "congestion experienced".
     ecn_ce_packets: Counter,
@@ -207,6 +211,9 @@ struct Stats {
     /// Handshake packets not sent: three times the bytes of the SYNs
     /// received from a peer whose address is not proven were sent already.
     tx_amp_limited: Counter,
+    /// RETRYs sent: SYNs answered without a connection, the listener being
+    /// under pressure.
+    tx_retry: Counter,
     tx_errors: Counter,
 }
 
@@ -227,6 +234,7 @@ impl Stats {
             drop_conn: PerCpuCounters::new()?,
             drop_backlog: Counter::new()?,
             drop_sock_backlog: Counter::new()?,
+            drop_bad_token: Counter::new()?,
             tx_retransmits: Counter::new()?,
             ecn_ce_packets: Counter::new()?,
             ecn_echoes: Counter::new()?,
@@ -241,6 +249,7 @@ impl Stats {
             tx_rst: Counter::new()?,
             tx_rst_limited: Counter::new()?,
             tx_amp_limited: Counter::new()?,
+            tx_retry: Counter::new()?,
             tx_errors: Counter::new()?,
         })
     }
@@ -268,6 +277,10 @@ struct Params {
     cc: AtomicU32,
     user_timeout_ms: AtomicU32,
     data_per_idle_probe: AtomicU32,
+    /// Share of a listener's backlog, in percent, that half-open connections
+    /// of SYNs without a retry token may hold; beyond it such SYNs get a
+    /// RETRY (see `mrc_sock::syn_received`).
+    syn_retry_pct: AtomicU32,
 }
 
 /// Congestion controllers selectable by name.
@@ -283,6 +296,10 @@ const DEFAULT_EV_PER_PLANE: u32 = 4;
 /// with `ETIMEDOUT`, unless configured.
 const DEFAULT_USER_TIMEOUT_MS: u32 = 30_000;
 
+/// Share of a listener's backlog half-open connections of unproven SYNs may
+/// hold, unless configured.
+const DEFAULT_SYN_RETRY_PCT: u32 = 50;
+
 impl Params {
     fn new() -> Self {
         let d = &PathConfig::DEFAULT;
@@ -293,6 +310,7 @@ impl Params {
             cc: AtomicU32::new(cc_index(d.cc)),
             user_timeout_ms: AtomicU32::new(DEFAULT_USER_TIMEOUT_MS),
             data_per_idle_probe: AtomicU32::new(d.data_per_idle_probe),
+            syn_retry_pct: AtomicU32::new(DEFAULT_SYN_RETRY_PCT),
         }
     }
 
@@ -431,6 +449,8 @@ pub(crate) struct MrcNet {
     rst_limit: SpinLockBh<TokenBucket>,
     /// Shared liveness of the network paths to peers.
     peers: Arc<PeerPaths>,
+    /// Secret key of the retry tokens of this namespace's listeners.
+    retry_key: [u64; 2],
     stats: Stats,
     params: Params,
     /// Set once `start` has finished writing `tunnels`; receive paths only
@@ -476,6 +496,7 @@ impl MrcNet {
                 }),
                 GFP_KERNEL
             )?,
+            retry_key: [mrc_sys::random_u64(), mrc_sys::random_u64()],
             stats: Stats::new()?,
             params: Params::new(),
             ready: AtomicBool::new(false),
@@ -661,6 +682,44 @@ impl MrcNet {
     /// Counts a SYN its listener had no room for.
     pub(crate) fn count_syn_refused(&self) {
         self.stats.drop_backlog.count(1);
+    }
+
+    /// Counts a SYN whose retry token is not one this namespace made for
+    /// it, or has expired.
+    pub(crate) fn count_bad_token(&self) {
+        self.stats.drop_bad_token.count(1);
+    }
+
+    /// Secret key of the retry tokens of this namespace's listeners.
+    pub(crate) fn retry_key(&self) -> [u64; 2] {
+        self.retry_key
+    }
+
+    /// Share of a listener's backlog, in percent, that half-open
+    /// connections of SYNs without a retry token may hold.
+    pub(crate) fn syn_retry_pct(&self) -> u32 {
+        self.params.syn_retry_pct.load(Ordering::Relaxed)
+    }
+
+    /// Answers the SYN `syn` from `addrs` with a RETRY carrying `token`. Not
+    /// rate-limited: it is smaller than the SYN it answers.
+    pub(crate) fn send_retry(&self, addrs: &UdpAddrs, syn: &Header, token: u64) {
+        let mut buf = [0u8; HEADER_LEN];
+        let Some(len) = mrc_conn::reply_retry(syn, token, &mut buf) else {
+            return;
+        };
+        let (Some(t), Some(pkt)) = (self.tunnel(&addrs.src), buf.get(..len)) else {
+            return;
+        };
+        if t.send(addrs.dst, addrs.dport, addrs.src, addrs.sport, pkt)
+            .is_ok()
+        {
+            self.stats.tx_retry.count(1);
+            self.stats.tx_packets.count(1);
+            self.stats.tx_bytes.count(len as u64);
+        } else {
+            self.stats.tx_errors.count(1);
+        }
     }
 
     /// Counts a packet that failed to decode on a connection.
@@ -1153,6 +1212,7 @@ impl ProcShow for MrcNet {
         }
         writeln!(out, "drop_backlog {}", get(&s.drop_backlog))?;
         writeln!(out, "drop_sock_backlog {}", get(&s.drop_sock_backlog))?;
+        writeln!(out, "drop_bad_token {}", get(&s.drop_bad_token))?;
         writeln!(out, "conns {}", self.session_count())?;
         writeln!(out, "conns_opened {}", get(&s.conns_opened))?;
         writeln!(out, "conns_failed {}", get(&s.conns_failed))?;
@@ -1166,6 +1226,7 @@ impl ProcShow for MrcNet {
         writeln!(out, "tx_rst {}", get(&s.tx_rst))?;
         writeln!(out, "tx_rst_limited {}", get(&s.tx_rst_limited))?;
         writeln!(out, "tx_amp_limited {}", get(&s.tx_amp_limited))?;
+        writeln!(out, "tx_retry {}", get(&s.tx_retry))?;
         writeln!(out, "tx_retransmits {}", get(&s.tx_retransmits))?;
         writeln!(out, "ecn_ce_packets {}", get(&s.ecn_ce_packets))?;
         writeln!(out, "ecn_echoes {}", get(&s.ecn_echoes))?;

@@ -73,7 +73,8 @@ pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
         m.put_u32(
             nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
             get(&p.data_per_idle_probe),
-        )
+        )?;
+        m.put_u32(nl::MRC_A_PARAMS_SYN_RETRY_PCT, get(&p.syn_retry_pct))
     })
 }
 
@@ -104,6 +105,7 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
         (nl::MRC_A_PARAMS_EV_PER_PLANE, &p.ev_per_plane),
         (nl::MRC_A_PARAMS_USER_TIMEOUT_MS, &p.user_timeout_ms),
         (nl::MRC_A_PARAMS_DATA_PER_IDLE_PROBE, &p.data_per_idle_probe),
+        (nl::MRC_A_PARAMS_SYN_RETRY_PCT, &p.syn_retry_pct),
     ];
     for (attr, field) in fields {
         if let Some(v) = info.attr_u32(attr, MAX) {

@@ -29,7 +29,7 @@
 //!
 //! | bits  | meaning                                                                 |
 //! |-------|-------------------------------------------------------------------------|
-//! | 0-3   | packet type, see [`PacketType`] (0 and 9-15 are unknown types)          |
+//! | 0-3   | packet type, see [`PacketType`] (0 and 10-15 are unknown types)         |
 //! | 4-7   | reserved for a wider type field, must be zero                           |
 //! | 8     | [`Flags::FIRST`]: first packet of a message (DATA only)                 |
 //! | 9     | [`Flags::LAST`]: last packet of a message (DATA only)                   |
@@ -72,7 +72,19 @@
 //! - DATA ([`Payload`]): message bytes; [`Flags::FIRST`] and [`Flags::LAST`] mark message
 //!   boundaries.
 //! - PROBE, PROBE_ACK ([`Probe`]): `nonce` u64, `ts` u64.
-//! - FIN, RST: empty.
+//! - FIN, RST, RETRY: empty.
+//!
+//! # Retry
+//!
+//! A listener under pressure answers a SYN without keeping any state for it, as QUIC's Retry
+//! (RFC 9000, 8.1.2) and TCP's SYN cookies do: a RETRY carries the SYN's session id, the SYN's
+//! `path_id`, a token in `seq_num` and the SYN's `seq_num` (the connecting end's initial
+//! sequence number) in `ack_num`, with [`Flags::PASSIVE`]. It is 44 bytes, smaller than any
+//! SYN, so it amplifies nothing. The connecting end sends its SYN again at once with the token
+//! in the SYN's `ack_num` (0 in a SYN without one): the token is a MAC, under a key only the
+//! listener knows, of the SYN's addresses, UDP and MRC ports, session id, initial sequence
+//! number and a coarse time slot ([`retry_token`]), so a SYN that carries a valid one comes from
+//! a sender that receives at its source address. A token is never 0.
 //!
 //! Body lengths must match exactly; trailing bytes are an error.
 //!
@@ -161,11 +173,13 @@ pub enum PacketType {
     Probe,
     /// Answer to a probe, echoes its [`Probe`].
     ProbeAck,
+    /// Stateless answer to a SYN: send it again with the token (see "Retry" above).
+    Retry,
 }
 
 impl PacketType {
     /// Number of packet types.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
 
     /// Every packet type, in wire value order; `ALL[t.index()] == t`.
     pub const ALL: [PacketType; PacketType::COUNT] = [
@@ -177,9 +191,10 @@ impl PacketType {
         PacketType::Rst,
         PacketType::Probe,
         PacketType::ProbeAck,
+        PacketType::Retry,
     ];
 
-    /// Returns the value of the type field for this type (1 to 8).
+    /// Returns the value of the type field for this type (1 to 9).
     pub const fn to_wire(self) -> u16 {
         match self {
             PacketType::Syn => 1,
@@ -190,6 +205,7 @@ impl PacketType {
             PacketType::Rst => 6,
             PacketType::Probe => 7,
             PacketType::ProbeAck => 8,
+            PacketType::Retry => 9,
         }
     }
 
@@ -204,6 +220,7 @@ impl PacketType {
             6 => Some(PacketType::Rst),
             7 => Some(PacketType::Probe),
             8 => Some(PacketType::ProbeAck),
+            9 => Some(PacketType::Retry),
             _ => None,
         }
     }
@@ -224,6 +241,7 @@ impl PacketType {
             PacketType::Rst => "rst",
             PacketType::Probe => "probe",
             PacketType::ProbeAck => "probe_ack",
+            PacketType::Retry => "retry",
         }
     }
 
@@ -954,6 +972,8 @@ pub enum Body<'a> {
     Probe(Probe),
     /// PROBE_ACK.
     ProbeAck(Probe),
+    /// RETRY: the token is the header's `seq`, the echoed initial sequence number its `ack`.
+    Retry,
 }
 
 impl<'a> Body<'a> {
@@ -973,6 +993,7 @@ impl<'a> Body<'a> {
             Body::Rst => PacketType::Rst,
             Body::Probe(_) => PacketType::Probe,
             Body::ProbeAck(_) => PacketType::ProbeAck,
+            Body::Retry => PacketType::Retry,
         }
     }
 
@@ -982,7 +1003,7 @@ impl<'a> Body<'a> {
             Body::Syn(h) | Body::SynAck(h) => h.wire_len(),
             Body::Ack(s) => s.wire_len(),
             Body::Data(d) => Some(d.len()),
-            Body::Fin | Body::Rst => Some(0),
+            Body::Fin | Body::Rst | Body::Retry => Some(0),
             Body::Probe(_) | Body::ProbeAck(_) => Some(PROBE_LEN),
         }
     }
@@ -1031,7 +1052,7 @@ pub enum DecodeError {
     BadSack,
     /// Malformed SYN or SYN_ACK body: truncated, too many or invalid endpoints, trailing bytes.
     BadHandshake,
-    /// Wrong body length for PROBE, PROBE_ACK, FIN or RST; for [`decode_data`], a packet
+    /// Wrong body length for PROBE, PROBE_ACK, FIN, RST or RETRY; for [`decode_data`], a packet
     /// other than DATA.
     BadBody,
 }
@@ -1285,14 +1306,14 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
         PacketType::SynAck => Body::SynAck(Handshake::parse(payload)?),
         PacketType::Ack => Body::Ack(Sack::parse(payload, header.ack)?),
         PacketType::Data => Body::data(payload),
-        PacketType::Fin | PacketType::Rst => {
+        PacketType::Fin | PacketType::Rst | PacketType::Retry => {
             if !payload.is_empty() {
                 return Err(DecodeError::BadBody);
             }
-            if ty == PacketType::Fin {
-                Body::Fin
-            } else {
-                Body::Rst
+            match ty {
+                PacketType::Fin => Body::Fin,
+                PacketType::Rst => Body::Rst,
+                _ => Body::Retry,
             }
         }
         PacketType::Probe | PacketType::ProbeAck => {
@@ -1398,7 +1419,7 @@ pub fn encode(header: &Header, body: &Body<'_>, out: &mut [u8]) -> Result<usize,
         Body::Syn(h) | Body::SynAck(h) => h.write(&mut w)?,
         Body::Ack(s) => s.write(&mut w)?,
         Body::Data(d) => w.put(d.bytes().ok_or(EncodeError::NoPayload)?)?,
-        Body::Fin | Body::Rst => {}
+        Body::Fin | Body::Rst | Body::Retry => {}
         Body::Probe(p) | Body::ProbeAck(p) => {
             w.put(&p.nonce.to_be_bytes())?;
             w.put(&p.ts.to_be_bytes())?;
@@ -1652,4 +1673,73 @@ pub fn keyed_nonce(key: [u64; 2], session_id: u64, counter: u64) -> u64 {
 /// `!crc32c_raw(!init, data)`.
 pub fn crc32c(init: u32, data: &[u8]) -> u32 {
     !crc32c_raw(!init, data)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retry tokens
+// ---------------------------------------------------------------------------------------------
+
+/// Length of the time slots of [`retry_token`] in nanoseconds, 2^35 (about 34 s): a token is
+/// accepted in its slot and the next one, between 34 and 69 s after it was made, which covers
+/// the SYN retransmissions of one `connect()` (51 s).
+pub const RETRY_SLOT_NS: u64 = 1 << 35;
+
+/// What a retry token is bound to: everything in a SYN that names the connection it asks for
+/// and where it came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynId {
+    /// Source address and UDP port of the SYN.
+    pub src: Endpoint,
+    /// Destination address and UDP port of the SYN.
+    pub dst: Endpoint,
+    /// Session id of the SYN.
+    pub session_id: u64,
+    /// Initial sequence number of the connecting end (the SYN's `seq_num`).
+    pub initial_seq: u64,
+    /// MRC port of the connecting socket (the handshake's `src_port`).
+    pub src_port: u16,
+    /// MRC port of the listener (the handshake's `dst_port`).
+    pub dst_port: u16,
+}
+
+/// Returns the retry token of the SYN `syn` in time slot `slot` ([`RETRY_SLOT_NS`] long) under
+/// the listener's secret `key`: SipHash-2-4 of the slot and every field of [`SynId`], never 0.
+///
+/// Without the key nobody can compute it, and it is bound to the SYN's source address: a SYN
+/// that carries the token of its own fields comes from a sender that received the RETRY sent
+/// to that address.
+pub fn retry_token(key: [u64; 2], slot: u64, syn: &SynId) -> u64 {
+    // 74 bytes: three u64, two addresses with family and port, two MRC ports.
+    let mut msg = [0u8; 80];
+    let parts: [&[u8]; 11] = [
+        &slot.to_le_bytes(),
+        &syn.session_id.to_le_bytes(),
+        &syn.initial_seq.to_le_bytes(),
+        &[syn.src.family],
+        &syn.src.addr,
+        &syn.src.port.to_le_bytes(),
+        &[syn.dst.family],
+        &syn.dst.addr,
+        &syn.dst.port.to_le_bytes(),
+        &syn.src_port.to_le_bytes(),
+        &syn.dst_port.to_le_bytes(),
+    ];
+    let mut len = 0usize;
+    for part in parts {
+        for (d, s) in msg.iter_mut().skip(len).zip(part) {
+            *d = *s;
+        }
+        len = len.saturating_add(part.len());
+    }
+    siphash24(key, msg.get(..len).unwrap_or(&msg)).max(1)
+}
+
+/// Returns whether `token` is the retry token of `syn` in the time slot `now_slot` or the one
+/// before it.
+pub fn retry_token_valid(key: [u64; 2], now_slot: u64, syn: &SynId, token: u64) -> bool {
+    token != 0
+        && (retry_token(key, now_slot, syn) == token
+            || now_slot
+                .checked_sub(1)
+                .is_some_and(|prev| retry_token(key, prev, syn) == token))
 }

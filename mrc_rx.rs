@@ -16,9 +16,9 @@
 use crate::mrc_net::{
     check_data, clear_crc_memo, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN,
 };
-use crate::mrc_proto::{self, Body, PacketType};
-use crate::mrc_sock;
-use crate::mrc_sys::{EncapHandler, SkBuff, SkbList, SockRef};
+use crate::mrc_proto::{self, Body, Header, PacketType, SynId};
+use crate::mrc_sock::{self, SynAdmit};
+use crate::mrc_sys::{self, EncapHandler, SkBuff, SkbList, Sock, SockRef};
 
 impl EncapHandler for MrcNet {
     /// Datagrams from a tunnel socket (softirq). Runs of consecutive
@@ -105,9 +105,8 @@ impl MrcNet {
                         .lookup_port(port)
                         .filter(|l| dst.is_some_and(|d| mrc_sock::listens_on(l, &d)));
                     if let Some(l) = listener {
-                        if !mrc_sock::syn_received(&l, skb) {
-                            self.count_syn_refused();
-                        }
+                        let (syn, hs) = (pkt.header, (hs.initial_seq, hs.src_port, hs.dst_port));
+                        self.syn_to_listener(&l, skb, &syn, hs);
                         return;
                     }
                     pkt.header
@@ -120,5 +119,43 @@ impl MrcNet {
             self.reply_rst(&a, &header);
         }
         // Anything not handed on is freed as a drop.
+    }
+}
+
+impl MrcNet {
+    /// A SYN for no existing session to the listener `l`; `hs` is its
+    /// handshake's initial sequence number, source and destination MRC
+    /// ports. A SYN whose `ack` holds a retry token must hold the one this
+    /// namespace made for it, in this time slot or the one before, or it is
+    /// dropped (`drop_bad_token`); with a valid one its source is proven.
+    /// The listener queues it, or wants a RETRY sent back, or is full
+    /// (`drop_backlog`).
+    fn syn_to_listener(&self, l: &Sock, skb: SkBuff, syn: &Header, hs: (u64, u16, u16)) {
+        let Some(addrs) = skb.udp_addrs() else {
+            return;
+        };
+        let (initial_seq, src_port, dst_port) = hs;
+        let id = SynId {
+            src: mrc_sock::endpoint(addrs.src, addrs.sport, false),
+            dst: mrc_sock::endpoint(addrs.dst, addrs.dport, false),
+            session_id: syn.session_id,
+            initial_seq,
+            src_port,
+            dst_port,
+        };
+        let slot = mrc_sys::now_ns() / mrc_proto::RETRY_SLOT_NS;
+        let proven = syn.ack != 0;
+        if proven && !mrc_proto::retry_token_valid(self.retry_key(), slot, &id, syn.ack) {
+            self.count_bad_token();
+            return;
+        }
+        match mrc_sock::syn_received(l, skb, proven, self.syn_retry_pct()) {
+            SynAdmit::Queued => {}
+            SynAdmit::Full => self.count_syn_refused(),
+            SynAdmit::Retry => {
+                let token = mrc_proto::retry_token(self.retry_key(), slot, &id);
+                self.send_retry(&addrs, syn, token);
+            }
+        }
     }
 }

@@ -1126,19 +1126,50 @@ pub(crate) fn listens_on(sk: &Sock, dst: &IpAddr) -> bool {
         .map_or(true, |l| l.ip.is_unspecified() || l.ip == *dst)
 }
 
-/// A SYN for no existing session arrived for the listener `sk` (softirq);
-/// queues it for the work item unless the backlog is full.
-pub(crate) fn syn_received(sk: &Sock, skb: SkBuff) -> bool {
+/// What a listener does with a SYN for no existing session.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SynAdmit {
+    /// Queued for the work item, which creates its connection.
+    Queued,
+    /// Not queued: answer it with a RETRY, so that a SYN that proves its source comes back.
+    Retry,
+    /// Not queued: the backlog is full, or the socket no longer listens.
+    Full,
+}
+
+/// Half-open connections a listener with `backlog` slots creates for SYNs
+/// whose source is not proven: `retry_pct` percent of the backlog, rounded
+/// down, and never the last slot, which only a SYN with a valid retry token
+/// can take. 0: every such SYN gets a RETRY.
+fn unproven_cap(backlog: usize, retry_pct: u32) -> usize {
+    let pct = usize::try_from(retry_pct.min(100)).unwrap_or(100);
+    (backlog.saturating_mul(pct) / 100).min(backlog.saturating_sub(1))
+}
+
+/// A SYN for no existing session arrived for the listener `sk` (softirq).
+///
+/// It is queued for the work item while the listener's half-open
+/// connections and its connections waiting for `accept` leave room in the
+/// backlog, and, unless the SYN carries a valid retry token (`proven`), while
+/// the half-open connections are fewer than `retry_pct` percent of the
+/// backlog; beyond that it gets a RETRY and costs nothing. So SYNs from
+/// forged sources hold at most that share of the backlog, and a client
+/// that answers the RETRY finds the rest free.
+pub(crate) fn syn_received(sk: &Sock, skb: SkBuff, proven: bool, retry_pct: u32) -> SynAdmit {
     {
         let mut inner = sk.state().inner.lock();
-        if inner.mode != Mode::Listening || inner.children + inner.aq_len >= inner.acceptq.len() {
-            return false;
+        let backlog = inner.acceptq.len();
+        if inner.mode != Mode::Listening || inner.children + inner.aq_len >= backlog {
+            return SynAdmit::Full;
+        }
+        if !proven && inner.children >= unproven_cap(backlog, retry_pct) {
+            return SynAdmit::Retry;
         }
         inner.children += 1;
     }
     sk.queue_all(|queue| queue(skb));
     sk.queue_work();
-    true
+    SynAdmit::Queued
 }
 
 /// Creates the connection a queued SYN asks for (listener work).
@@ -1310,7 +1341,7 @@ fn local_endpoints(net: &MrcNet, first: IpAddr) -> Locals {
 }
 
 /// The handshake endpoint of a local address.
-fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
+pub(crate) fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
     match ip {
         IpAddr::V4(a) => Endpoint::v4(a, udp_port, backup),
         IpAddr::V6(a) => Endpoint::v6(a, udp_port, backup),

@@ -35,13 +35,14 @@ static const struct nla_policy mrc_endpoint_del_nl_policy[MRC_A_ENDPOINT_IFINDEX
 };
 
 /* MRC_CMD_PARAM_SET - do */
-static const struct nla_policy mrc_param_set_nl_policy[MRC_A_PARAMS_DATA_PER_IDLE_PROBE + 1] = {
+static const struct nla_policy mrc_param_set_nl_policy[MRC_A_PARAMS_SYN_RETRY_PCT + 1] = {
 	[MRC_A_PARAMS_HEARTBEAT_MS] = NLA_POLICY_MIN(NLA_U32, 1),
 	[MRC_A_PARAMS_MISS_THRESHOLD] = NLA_POLICY_RANGE(NLA_U32, 1, 255),
 	[MRC_A_PARAMS_EV_PER_PLANE] = NLA_POLICY_RANGE(NLA_U32, 1, 256),
 	[MRC_A_PARAMS_CC] = { .type = NLA_NUL_STRING, .len = 15, },
 	[MRC_A_PARAMS_USER_TIMEOUT_MS] = { .type = NLA_U32, },
 	[MRC_A_PARAMS_DATA_PER_IDLE_PROBE] = NLA_POLICY_FULL_RANGE(NLA_U32, &mrc_a_params_data_per_idle_probe_range),
+	[MRC_A_PARAMS_SYN_RETRY_PCT] = NLA_POLICY_MAX(NLA_U32, 100),
 };
 
 /* Ops table for mrc */
@@ -91,7 +92,7 @@ const struct genl_split_ops mrc_nl_ops[8] = {
 		.cmd		= MRC_CMD_PARAM_SET,
 		.doit		= mrc_nl_param_set_doit,
 		.policy		= mrc_param_set_nl_policy,
-		.maxattr	= MRC_A_PARAMS_DATA_PER_IDLE_PROBE,
+		.maxattr	= MRC_A_PARAMS_SYN_RETRY_PCT,
 		.flags		= GENL_UNS_ADMIN_PERM | GENL_CMD_CAP_DO,
 	},
 };

@@ -7,7 +7,9 @@ run it as an unprivileged user. Each subcommand prints one result line.
 """
 import argparse
 import errno
+import ipaddress
 import os
+import random
 import select
 import selectors
 import socket
@@ -32,10 +34,32 @@ def rand64(limit=1 << 62):
     return int.from_bytes(os.urandom(8), "big") % limit
 
 
-def seal(flags, sid, path, seq, ack, body):
+def seal(flags, sid, path, seq, ack, body, crc=crc32c):
     hdr = HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body), 0)
     return HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body),
-                    crc32c(hdr + body)) + body
+                    crc(hdr + body)) + body
+
+
+def _crc_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+        t.append(c)
+    return t
+
+
+CRC_TABLE = _crc_table()
+
+
+def crc32c_fast(data):
+    """crc32c() a byte at a time: fast enough to build thousands of packets
+    in the emulated VM."""
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc = CRC_TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
 
 
 def forged(kind, sid, passive, path):
@@ -89,9 +113,9 @@ def cmd_unknown_flood(args):
     print(f"sent {args.count} {took}")
 
 
-def syn_packet(args, sid):
+def syn_packet(args, sid, token=0, crc=crc32c):
     """A SYN for session SID to MRC port ARGS.dport_mrc, announcing
-    ARGS.endpoints (ADDR:PORT each)."""
+    ARGS.endpoints (ADDR:PORT each), with retry token TOKEN (0: none)."""
     eps = b""
     for e in args.endpoints:
         ip, port = e.rsplit(":", 1)
@@ -100,7 +124,7 @@ def syn_packet(args, sid):
         raw = socket.inet_pton(fam, ip).ljust(16, b"\0")
         eps += ENDPOINT.pack(6 if fam == socket.AF_INET6 else 4, 0, int(port), raw)
     body = HS_FIXED.pack(rand64(), 1 << 20, args.sport_mrc, args.dport_mrc, len(args.endpoints)) + eps
-    return seal(TYPES["syn"], sid, 0, 0, 0, body)
+    return seal(TYPES["syn"], sid, 0, 0, token, body, crc)
 
 
 def cmd_syn(args):
@@ -125,22 +149,63 @@ def inet_sum(data):
 def cmd_spoof_syn(args):
     """Sends COUNT SYNs, each for a new session, to DST:PORT's MRC listener on
     MRC port DPORT with the forged IPv4 source SRC:SPORT (a raw socket: needs
-    CAP_NET_RAW); prints how many and their bytes (UDP payload)."""
+    CAP_NET_RAW); prints how many, their bytes (UDP payload) and how long
+    sending them took in microseconds.
+
+    SRC may be a network (10.79.0.0/16): each SYN then comes from a random
+    address in it and a random port. The SYNs are built first, then sent
+    as fast as they go, or spread over SECONDS ("flooding" on stderr marks
+    the start). With --token each carries a random retry token."""
     s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    src, dst = socket.inet_aton(args.src), socket.inet_aton(args.dst)
-    total = 0
+    net = ipaddress.ip_network(args.src, strict=False)
+    dst = socket.inet_aton(args.dst)
+    pkts = []
     for _ in range(args.count):
-        payload = syn_packet(args, rand64(1 << 64))
+        if net.num_addresses > 1:
+            src = socket.inet_aton(str(net[random.randrange(1, net.num_addresses - 1)]))
+            sport = random.randrange(1024, 65536)
+        else:
+            src, sport = socket.inet_aton(args.src), args.sport
+        token = (rand64(1 << 64) or 1) if args.token else 0
+        payload = syn_packet(args, rand64(1 << 64), token, crc32c_fast)
         ulen = 8 + len(payload)
-        udp = struct.pack("!HHHH", args.sport, args.port, ulen, 0) + payload
+        udp = struct.pack("!HHHH", sport, args.port, ulen, 0) + payload
         pseudo = src + dst + struct.pack("!BBH", 0, socket.IPPROTO_UDP, ulen)
         csum = (~inet_sum(pseudo + udp)) & 0xFFFF or 0xFFFF
         udp = udp[:6] + struct.pack("!H", csum) + udp[8:]
         # The kernel fills in the IP checksum, the total length and the id.
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 0, 0, 0, 64, socket.IPPROTO_UDP, 0, src, dst)
-        s.sendto(ip + udp, (args.dst, 0))
-        total += len(payload)
-    print(f"sent {args.count} {total}")
+        pkts.append((ip + udp, len(payload)))
+    if args.seconds > 0:
+        print("flooding", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    sent = sent_bytes = 0
+    for i, (p, n) in enumerate(pkts):
+        if args.seconds > 0:
+            wait = start + args.seconds * i / len(pkts) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        try:
+            send_raw(s, p, args.dst)
+        except OSError as e:
+            print(f"sendto: {e}", file=sys.stderr, flush=True)
+            break
+        sent += 1
+        sent_bytes += n
+    took = int((time.monotonic() - start) * 1e6)
+    print(f"sent {sent} {sent_bytes} {took}")
+
+
+def send_raw(s, pkt, dst):
+    """Sends PKT on the raw socket S, waiting out a full device queue."""
+    for _ in range(1000):
+        try:
+            return s.sendto(pkt, (dst, 0))
+        except OSError as e:
+            if e.errno not in (errno.ENOBUFS, errno.EAGAIN):
+                raise
+            time.sleep(0.001)
+    raise OSError(errno.ENOBUFS, "device queue full for a second")
 
 
 def cmd_udp_count(args):
@@ -279,23 +344,48 @@ def cmd_bind_rules(args):
 
 
 def cmd_listen(args):
-    """Listens on ADDR:PORT, prints "listening", accepts nothing; exits
-    after SECONDS."""
+    """Listens on ADDR:PORT with a backlog of BACKLOG, prints "listening",
+    accepts nothing; exits after SECONDS."""
     s = mrc_socket()
     mrc_bind(s, args.addr, args.port)
-    s.listen(8)
+    s.listen(args.backlog)
     print("listening", flush=True)
     time.sleep(args.seconds)
 
 
 def cmd_connect(args):
-    """Connects to ADDR:PORT; prints "connected" or the errno's name."""
+    """Connects to ADDR:PORT; prints "connected" or the errno's name. With
+    SECONDS, gives up after that long ("timeout") and prints how long the
+    connect took in milliseconds after the result."""
     s = mrc_socket()
+    start = time.monotonic()
+    took = ""
     try:
-        mrc_connect(s, args.addr, args.port)
-        print("connected")
+        if args.seconds > 0:
+            s.setblocking(False)
+            try:
+                mrc_connect(s, args.addr, args.port)
+            except BlockingIOError:
+                pass
+            except OSError as e:
+                if e.errno != errno.EINPROGRESS:
+                    raise
+            if not select.select([], [s], [], args.seconds)[1]:
+                raise TimeoutError
+            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                raise OSError(err, os.strerror(err))
+        else:
+            mrc_connect(s, args.addr, args.port)
+        if args.seconds > 0:
+            took = f" {int((time.monotonic() - start) * 1000)}"
+        print(f"connected{took}")
+    except TimeoutError:
+        print(f"timeout {int((time.monotonic() - start) * 1000)}")
     except OSError as e:
-        print(errno.errorcode.get(e.errno, str(e.errno)))
+        if args.seconds > 0:
+            took = f" {int((time.monotonic() - start) * 1000)}"
+        print(f"{errno.errorcode.get(e.errno, str(e.errno))}{took}")
 
 
 def main():
@@ -330,9 +420,11 @@ def main():
     c.add_argument("port", type=int)
     c.add_argument("dport_mrc", type=int)
     c.add_argument("endpoints", nargs="*")
-    c.add_argument("--src", required=True)
-    c.add_argument("--sport", type=int, required=True)
+    c.add_argument("--src", required=True, help="address, or network for random ones")
+    c.add_argument("--sport", type=int, default=0)
     c.add_argument("--count", type=int, default=1)
+    c.add_argument("--seconds", type=float, default=0)
+    c.add_argument("--token", action="store_true")
     c.add_argument("--sport-mrc", type=int, default=40000)
     c.set_defaults(fn=cmd_spoof_syn)
     c = sub.add_parser("udp-count")
@@ -368,10 +460,12 @@ def main():
     c.add_argument("addr")
     c.add_argument("port", type=int)
     c.add_argument("--seconds", type=float, default=60)
+    c.add_argument("--backlog", type=int, default=8)
     c.set_defaults(fn=cmd_listen)
     c = sub.add_parser("connect")
     c.add_argument("addr")
     c.add_argument("port", type=int)
+    c.add_argument("--seconds", type=float, default=0)
     c.set_defaults(fn=cmd_connect)
     args = p.parse_args()
     args.fn(args)

@@ -8,7 +8,8 @@
 # every byte; each forgery is dropped and counted under its reason. An
 # unprivileged user cannot read session ids at all. Answers to packets for
 # unknown sessions are rate-limited. A listener is no amplifier: SYNs with a
-# forged source get back at most three times their bytes. A flood of
+# forged source get back at most three times their bytes. A flood of SYNs
+# from forged sources does not keep a real client out. A flood of
 # one-byte messages is held
 # within the receiving socket's buffer, counted at the packets' real size.
 # A local user cannot bind foreign addresses or privileged ports, nor reach
@@ -17,6 +18,7 @@
 #   ns a (client)              ns b (server)                 ns c (attacker)
 #   veth-a 10.77.0.1  <---->   veth-b 10.77.0.2
 #                              veth-bc 10.78.0.2   <---->    veth-c 10.78.0.3
+#                              (10.79.0.0/16, forged sources, via 10.78.0.3)
 
 . "$(dirname "$0")/mrc_lib.sh"
 mrc_perf_setup
@@ -176,7 +178,7 @@ victim_listening() { grep -q '^listening' "$tmp/victim.out"; }
 mrc_wait_for 60 victim_listening || mrc_fail "the victim's socket did not start"
 syns=5
 amp0=$(mrc_stat "$b" tx_amp_limited)
-read -r _ nsyn syn_bytes <<<"$(ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9300 \
+read -r _ nsyn syn_bytes _ <<<"$(ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9300 \
 	--src 10.77.0.1 --sport 9999 --count $syns)"
 touch "$tmp/amp-go"
 wait $victim
@@ -236,6 +238,79 @@ mrc_check "a listener on 127.0.0.1 is not reachable from the network" ECONNREFUS
 	"$(ip netns exec "$a" $ATTACK connect 10.77.0.2 9200)"
 kill $lo 2>/dev/null
 wait $lo 2>/dev/null
+
+# A flood of SYNs from random forged sources at a listener while a real
+# client connects. Once the listener's half-open connections hold
+# syn_retry_pct (50 %) of its backlog, a SYN without a token gets a RETRY
+# (smaller than the SYN) and costs nothing; the client answers it with the
+# token, which proves its address, and takes a slot the flood cannot reach.
+# SYNs with a made-up token are dropped.
+stat0() { local v; v=$(mrc_stat "$@"); echo "${v:-0}"; }
+flood_snap() { # the listener's counters the flood moves, on one line
+	local k
+	for k in rx_bytes tx_bytes tx_retry drop_backlog drop_bad_token conns; do
+		printf '%s ' "$(stat0 "$b" "$k")"
+	done
+}
+ip -n "$b" route add 10.79.0.0/16 via 10.78.0.3
+backlog=16 nflood=4000
+ip netns exec "$b" $ATTACK listen 10.77.0.2 9400 --backlog $backlog --seconds 240 \
+	>"$tmp/fl.out" 2>&1 &
+fl=$!
+fl_listening() { grep -q '^listening' "$tmp/fl.out"; }
+mrc_wait_for 60 fl_listening || mrc_fail "the listener for the SYN flood did not start"
+before=$(flood_snap)
+ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9400 --src 10.79.0.0/16 \
+	--count $nflood --seconds 12 >"$tmp/flood.out" 2>"$tmp/flood.err" &
+flood=$!
+# The flood has filled what it can of the backlog once the listener turns
+# SYNs away: with RETRYs, or (before RETRY existed) as over its backlog.
+turned_away() {
+	local t
+	t=$(($(stat0 "$b" tx_retry) + $(stat0 "$b" drop_backlog)))
+	read -r _ _ r0 d0 _ <<<"$before"
+	[ "$t" -ge $((r0 + d0 + 100)) ]
+}
+mrc_wait_for 120 turned_away || mrc_fail "the SYN flood did not reach the listener"
+during=$(flood_snap)
+res=$(ip netns exec "$a" $ATTACK connect 10.77.0.2 9400 --seconds 15)
+after_connect=$(flood_snap)
+wait $flood
+read -r _ nsent flood_bytes flood_us <<<"$(cat "$tmp/flood.out")"
+end=$(flood_snap)
+read -r rx0 tx0 r0 d0 _ conns0 <<<"$before"
+read -r _ _ _ _ _ conns1 <<<"$during"
+read -r _ _ _ _ _ conns2 <<<"$after_connect"
+read -r rx3 tx3 r3 d3 _ conns3 <<<"$end"
+read -r verdict ms <<<"$res"
+[ "${nsent:-0}" = $nflood ] || sed 's/^/# flood: /' "$tmp/flood.err"
+half_open=$(( $(printf '%s\n' "$conns1" "$conns2" "$conns3" | sort -n | tail -n 1) - conns0 ))
+echo "# SYN flood: ${nsent:-no} SYNs from random sources, ${flood_bytes:-0} bytes in ${flood_us:-0} us;" \
+	"listener (backlog $backlog): $((r3 - r0)) RETRYs, $((d3 - d0)) over the backlog," \
+	"$half_open connections at most (about 150 KiB each); it sent $((tx3 - tx0)) bytes" \
+	"for $((rx3 - rx0)) received"
+echo "# SYN flood: the client's connect: $res"
+mrc_check "SYN flood: every SYN of the flood sent" $nflood "${nsent:-0}"
+mrc_check "SYN flood: a real client connects within 5 s" ok \
+	"$([ "$verdict" = connected ] && [ "${ms:-99999}" -le 5000 ] && echo ok || echo "$res")"
+# The flood's half-open connections hold at most half the backlog; the
+# client's connection adds one.
+mrc_check "SYN flood: half-open connections within half the backlog" ok \
+	"$([ "$half_open" -le $((backlog / 2 + 1)) ] && echo ok || echo "$half_open connections")"
+mrc_check "SYN flood: SYNs beyond it answered with RETRY, none over the backlog" ok \
+	"$([ $((r3 - r0)) -gt 0 ] && [ "$d3" -eq "$d0" ] && echo ok ||
+		echo "$((r3 - r0)) RETRYs, $((d3 - d0)) over the backlog")"
+mrc_check "SYN flood: the listener sent fewer bytes than the flood brought" ok \
+	"$([ $((tx3 - tx0)) -lt $((rx3 - rx0)) ] && echo ok || echo "$((tx3 - tx0)) >= $((rx3 - rx0))")"
+# SYNs that carry a token the listener did not make are dropped, counted.
+tok0=$(stat0 "$b" drop_bad_token)
+ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9400 --src 10.79.0.0/16 \
+	--count 20 --token >/dev/null 2>&1
+bad_token() { mrc_stat_cmp "$b" drop_bad_token -ge $((tok0 + 20)); }
+mrc_wait_for 10 bad_token
+mrc_check "SYN flood: SYNs with forged tokens dropped" 20 $(($(stat0 "$b" drop_bad_token) - tok0))
+kill $fl 2>/dev/null
+wait $fl 2>/dev/null
 
 # The half-open connections of the forged SYNs fail once their handshake
 # times out, about 51 s after the SYNs; each held back six SYN_ACKs at least

@@ -406,6 +406,179 @@ fn rst_answer_to_syn_is_refused() {
     );
 }
 
+/// The RETRY a listener under pressure answers `syn` with.
+fn retry_for(syn: &[u8], token: u64) -> Vec<u8> {
+    let mut buf = [0u8; MIN_TX_BUF];
+    let n = mrc_conn::reply_retry(&header(syn), token, &mut buf).unwrap();
+    buf[..n].to_vec()
+}
+
+/// A RETRY with the given header fields, as a forger could make it.
+fn forged_retry(session_id: u64, token: u64, echo: u64) -> Vec<u8> {
+    let h = Header {
+        flags: Flags::new(PacketType::Retry).with(Flags::PASSIVE),
+        session_id,
+        path_id: PATH_ID,
+        seq: token,
+        ack: echo,
+        payload_len: 0,
+    };
+    let mut buf = vec![0u8; HEADER_LEN];
+    let n = mrc_proto::encode(&h, &Body::Retry, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+#[test]
+fn retry_is_smaller_than_any_syn_and_echoes_it() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut c, 0);
+    let retry = retry_for(&syn[0], 0xfeed);
+    assert_eq!(retry.len(), HEADER_LEN);
+    assert!(retry.len() < syn[0].len());
+    let h = header(&retry);
+    assert_eq!(h.packet_type(), Some(PacketType::Retry));
+    assert!(h.flags.passive());
+    assert_eq!(h.session_id, SESSION);
+    assert_eq!(h.path_id, header(&syn[0]).path_id);
+    assert_eq!((h.seq, h.ack), (0xfeed, CLIENT_ISN));
+    // Only a SYN from a connecting end gets one, with a token; nothing answers a RETRY.
+    let mut buf = [0u8; MIN_TX_BUF];
+    assert_eq!(mrc_conn::reply_retry(&header(&syn[0]), 0, &mut buf), None);
+    assert_eq!(mrc_conn::reply_retry(&h, 1, &mut buf), None);
+    assert_eq!(mrc_conn::reply_rst(&h, &mut buf), None);
+}
+
+#[test]
+fn retry_makes_the_syn_come_again_at_once_with_the_token() {
+    let eps = endpoints(2);
+    let mut client = new_conn(ConnConfig::default());
+    let mut server = new_conn(ConnConfig::default());
+    client.set_ports(CLIENT_PORT, SERVER_PORT);
+    client.connect(0, SESSION, CLIENT_ISN, &eps).unwrap();
+    let syn = drain(&mut client, 0);
+    assert_eq!(header(&syn[0]).ack, 0, "no token yet");
+    let timer = client.next_timeout(0);
+    assert_eq!(
+        feed(&mut client, 10 * US, &retry_for(&syn[0], 0xfeed)),
+        Input::Consumed
+    );
+    assert_eq!(client.stats().retries, 1);
+    // At once, without waiting for the SYN's timer, which runs on as it was.
+    let syn2 = drain(&mut client, 10 * US);
+    assert_eq!(syn2.len(), 1);
+    assert_eq!(client.next_timeout(10 * US), timer);
+    let (first, again) = (decode(&syn[0]).unwrap(), decode(&syn2[0]).unwrap());
+    assert_eq!(again.header.ack, 0xfeed);
+    assert_eq!(
+        (
+            again.header.session_id,
+            again.header.seq,
+            again.header.path_id
+        ),
+        (
+            first.header.session_id,
+            first.header.seq,
+            first.header.path_id
+        )
+    );
+    assert_eq!(
+        again.body, first.body,
+        "same ISN, window, ports and endpoints"
+    );
+    // A lost SYN is retransmitted with the token too.
+    let t = client.next_timeout(10 * US).unwrap();
+    client.on_timeout(t);
+    let syn3 = drain(&mut client, t);
+    assert_eq!(header(&syn3[0]).ack, 0xfeed);
+    // The listener accepts it as it would any SYN, and the handshake completes.
+    server
+        .accept(t, &decode(&syn3[0]).unwrap(), SERVER_ISN, &[])
+        .unwrap();
+    exchange(&mut client, &mut server, t);
+    assert_eq!(client.state(), State::Established);
+    assert_eq!(server.state(), State::Established);
+}
+
+#[test]
+fn retry_that_does_not_answer_this_syn_is_dropped() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut c, 0);
+    // Another initial sequence number, no token, the wrong direction or session.
+    for bad in [
+        forged_retry(SESSION, 7, CLIENT_ISN + 1),
+        forged_retry(SESSION, 7, 0),
+        forged_retry(SESSION, 0, CLIENT_ISN),
+    ] {
+        assert_eq!(feed(&mut c, US, &bad), Input::Dropped(DropReason::BadRetry));
+    }
+    let mut own = forged_retry(SESSION, 7, CLIENT_ISN);
+    own[6..8].copy_from_slice(&PacketType::Retry.to_wire().to_be_bytes());
+    mrc_proto::seal(&mut own).unwrap();
+    assert_eq!(feed(&mut c, US, &own), Input::Dropped(DropReason::Invalid));
+    assert_eq!(
+        feed(&mut c, US, &forged_retry(SESSION ^ 1, 7, CLIENT_ISN)),
+        Input::Dropped(DropReason::WrongSession)
+    );
+    assert!(drain(&mut c, US).is_empty(), "no SYN for a forged RETRY");
+    assert_eq!(c.stats().retries, 0);
+    assert_eq!(c.state(), State::SynSent);
+    // The genuine one still works.
+    assert_eq!(feed(&mut c, US, &retry_for(&syn[0], 9)), Input::Consumed);
+    assert_eq!(header(&drain(&mut c, US)[0]).ack, 9);
+}
+
+#[test]
+fn at_most_max_retries_are_taken_per_connect() {
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(0, SESSION, CLIENT_ISN, &[]).unwrap();
+    let syn = drain(&mut c, 0);
+    for i in 0..u64::from(mrc_conn::MAX_RETRIES) {
+        assert_eq!(
+            feed(&mut c, US, &retry_for(&syn[0], 100 + i)),
+            Input::Consumed
+        );
+        assert_eq!(header(&drain(&mut c, US)[0]).ack, 100 + i);
+    }
+    assert_eq!(
+        feed(&mut c, US, &retry_for(&syn[0], 999)),
+        Input::Dropped(DropReason::BadRetry)
+    );
+    assert!(drain(&mut c, US).is_empty());
+    assert_eq!(c.stats().retries, u64::from(mrc_conn::MAX_RETRIES));
+    // The handshake's deadline is the one of a SYN nobody answered.
+    let mut now = US;
+    while let Some(t) = c.next_timeout(now) {
+        now = t;
+        c.on_timeout(now);
+        for p in drain(&mut c, now) {
+            assert_eq!(header(&p).ack, 100 + u64::from(mrc_conn::MAX_RETRIES) - 1);
+        }
+    }
+    assert_eq!(c.state(), State::Closed(Some(ConnError::TimedOut)));
+    // A new connect starts without a token and with the RETRYs it may take.
+    let mut c = new_conn(ConnConfig::default());
+    c.connect(now, SESSION, CLIENT_ISN, &[]).unwrap();
+    assert_eq!(header(&drain(&mut c, now)[0]).ack, 0);
+}
+
+#[test]
+fn retry_after_the_handshake_is_dropped() {
+    let (mut client, mut server) = established();
+    assert_eq!(
+        feed(&mut client, MS, &forged_retry(SESSION, 7, CLIENT_ISN)),
+        Input::Dropped(DropReason::BadRetry)
+    );
+    assert_eq!(client.state(), State::Established);
+    // The accepting end never takes one: it is its own direction.
+    assert_eq!(
+        feed(&mut server, MS, &forged_retry(SESSION, 7, CLIENT_ISN)),
+        Input::Dropped(DropReason::Invalid)
+    );
+}
+
 #[test]
 fn lost_synack_is_resent_on_duplicate_syn() {
     let (mut client, mut server) = syn_received();
@@ -2766,6 +2939,8 @@ fn direction_bit_marks_the_accepting_end() {
             let expected = match ty {
                 PacketType::Syn => from == 0,
                 PacketType::SynAck => from == 1,
+                // Sent by a listener's glue, never by a connection.
+                PacketType::Retry => false,
                 _ => true,
             };
             assert_eq!(sent(&log, from, ty), expected, "end {from}, {ty}");

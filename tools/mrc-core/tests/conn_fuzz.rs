@@ -1117,6 +1117,7 @@ impl World {
             PacketType::Rst => Body::Rst,
             PacketType::Probe => Body::Probe(probe),
             PacketType::ProbeAck => Body::ProbeAck(probe),
+            PacketType::Retry => Body::Retry,
         };
         let mut out = vec![0u8; HEADER_LEN + 512 + payload.len()];
         let n = mrc_proto::encode(&header, &body, &mut out).ok()?;

@@ -18,6 +18,7 @@ enum OwnedBody {
     Rst,
     Probe(u64, u64),
     ProbeAck(u64, u64),
+    Retry,
 }
 
 impl OwnedBody {
@@ -44,6 +45,7 @@ impl OwnedBody {
                 nonce: *nonce,
                 ts: *ts,
             }),
+            OwnedBody::Retry => Body::Retry,
         }
     }
 }
@@ -88,6 +90,7 @@ fn body() -> impl Strategy<Value = OwnedBody> {
         Just(OwnedBody::Rst),
         (any::<u64>(), any::<u64>()).prop_map(|(n, t)| OwnedBody::Probe(n, t)),
         (any::<u64>(), any::<u64>()).prop_map(|(n, t)| OwnedBody::ProbeAck(n, t)),
+        Just(OwnedBody::Retry),
     ]
 }
 
@@ -133,7 +136,7 @@ fn encode_vec(h: &Header, b: &Body<'_>) -> Vec<u8> {
 /// Arbitrary bytes behind a correct fixed header: reaches the type, flag and body checks.
 fn sealed_garbage() -> impl Strategy<Value = Vec<u8>> {
     (
-        1u16..=8,
+        1u16..=9,
         any::<u16>(),
         prop::collection::vec(any::<u8>(), HEADER_LEN - 8..HEADER_LEN + 400),
     )
@@ -416,5 +419,36 @@ proptest! {
         let mut ab = a.clone();
         ab.extend_from_slice(&b);
         prop_assert_eq!(crc32c(crc32c(0, &a), &b), crc32c(0, &ab));
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn retry_tokens_check_out_only_for_their_syn(
+        key in any::<[u64; 2]>(),
+        slot in 1u64..1 << 40,
+        sid in any::<u64>(),
+        isn in any::<u64>(),
+        src in endpoint(),
+        dst in endpoint(),
+        ports in any::<(u16, u16)>(),
+        flip in 0usize..4,
+    ) {
+        let id = SynId { src, dst, session_id: sid, initial_seq: isn, src_port: ports.0, dst_port: ports.1 };
+        let t = retry_token(key, slot, &id);
+        prop_assert_ne!(t, 0);
+        prop_assert!(retry_token_valid(key, slot, &id, t));
+        prop_assert!(retry_token_valid(key, slot + 1, &id, t));
+        prop_assert!(!retry_token_valid(key, slot + 2, &id, t));
+        let mut other = id;
+        match flip {
+            0 => other.session_id ^= 1,
+            1 => other.initial_seq ^= 1,
+            2 => other.src.port ^= 1,
+            _ => other.src.addr[0] ^= 1,
+        }
+        prop_assert!(!retry_token_valid(key, slot, &other, t));
     }
 }

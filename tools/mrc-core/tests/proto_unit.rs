@@ -234,6 +234,7 @@ fn passive_round_trips_on_every_type() {
         Body::Rst,
         Body::Probe(probe),
         Body::ProbeAck(probe),
+        Body::Retry,
     ];
     let mut seen = Vec::new();
     for body in &bodies {
@@ -507,7 +508,8 @@ fn flags_rules() {
         }
     }
     assert_eq!(PacketType::from_wire(0), None);
-    assert_eq!(PacketType::from_wire(9), None);
+    assert_eq!(PacketType::from_wire(9), Some(PacketType::Retry));
+    assert_eq!(PacketType::from_wire(10), None);
     assert_eq!(
         Flags::TYPE_MASK | Flags::MODIFIER_MASK | Flags::DIRECTION_MASK | Flags::RESERVED_MASK,
         0xFFFF
@@ -610,7 +612,7 @@ fn err_bad_checksum() {
 
 #[test]
 fn err_unknown_type() {
-    for t in [0u16, 9, 10, 15] {
+    for t in [0u16, 10, 11, 15] {
         let mut bytes = valid(&Body::Fin);
         set_u16(&mut bytes, 6, t);
         reseal(&mut bytes);
@@ -1130,7 +1132,7 @@ fn decode_data_rejects_other_types() {
         );
     }
     // A DATA header with another type value: unknown, or the checks of its type.
-    for t in [0u16, 9, 15] {
+    for t in [0u16, 10, 15] {
         let mut bytes = valid(&Body::data(b"abcd"));
         set_u16(&mut bytes, 6, t);
         reseal(&mut bytes);
@@ -1163,4 +1165,84 @@ fn a_payload_without_bytes_does_not_encode() {
         Payload::from(&bytes[HEADER_LEN..]),
         Payload::new(&bytes[HEADER_LEN..])
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// RETRY and retry tokens
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn retry_has_an_empty_body() {
+    let bytes = valid(&Body::Retry);
+    assert_eq!(bytes.len(), HEADER_LEN);
+    assert_eq!(decode(&bytes).unwrap().body, Body::Retry);
+    // A byte of body is refused.
+    let mut longer = bytes.clone();
+    longer.push(0);
+    set_u32(&mut longer, 36, 1);
+    reseal(&mut longer);
+    assert_eq!(decode(&longer), Err(DecodeError::BadBody));
+    assert_eq!(PacketType::Retry.name(), "retry");
+}
+
+fn syn_id() -> SynId {
+    SynId {
+        src: Endpoint::v4([10, 0, 0, 1], 40000, false),
+        dst: Endpoint::v4([10, 0, 0, 2], 4796, false),
+        session_id: 0x1234_5678_9abc_def0,
+        initial_seq: 1000,
+        src_port: 32768,
+        dst_port: 5000,
+    }
+}
+
+#[test]
+fn retry_token_is_bound_to_every_field_of_the_syn_and_the_key() {
+    let key = [1, 2];
+    let id = syn_id();
+    let t = retry_token(key, 7, &id);
+    assert_ne!(t, 0);
+    assert_eq!(t, retry_token(key, 7, &id), "deterministic");
+    let mut others = vec![retry_token([1, 3], 7, &id), retry_token(key, 8, &id)];
+    let variants: [fn(&mut SynId); 10] = [
+        |i| i.src.addr[3] ^= 1,
+        |i| i.src.port ^= 1,
+        |i| i.src = Endpoint::v6(i.src.addr, i.src.port, false),
+        |i| i.dst.addr[0] ^= 1,
+        |i| i.dst.port ^= 1,
+        |i| i.session_id ^= 1,
+        |i| i.initial_seq ^= 1,
+        |i| i.src_port ^= 1,
+        |i| i.dst_port ^= 1,
+        |i| std::mem::swap(&mut i.src, &mut i.dst),
+    ];
+    for f in variants {
+        let mut v = id;
+        f(&mut v);
+        others.push(retry_token(key, 7, &v));
+    }
+    for (i, o) in others.iter().enumerate() {
+        assert_ne!(*o, t, "variant {i}");
+    }
+}
+
+#[test]
+fn retry_token_is_valid_in_its_slot_and_the_next() {
+    let key = [0xdead, 0xbeef];
+    let id = syn_id();
+    let t = retry_token(key, 100, &id);
+    assert!(retry_token_valid(key, 100, &id, t));
+    assert!(retry_token_valid(key, 101, &id, t));
+    assert!(!retry_token_valid(key, 102, &id, t), "expired");
+    assert!(!retry_token_valid(key, 99, &id, t), "from the future");
+    assert!(!retry_token_valid(key, 100, &id, 0));
+    assert!(!retry_token_valid(key, 100, &id, t ^ 1));
+    // Slot 0 has no slot before it.
+    let t0 = retry_token(key, 0, &id);
+    assert!(retry_token_valid(key, 0, &id, t0));
+    assert!(retry_token_valid(key, 1, &id, t0));
+    // A token lives at least one slot, which covers the SYN retransmissions of one connect
+    // (51 s) with the slot before it.
+    let slot = RETRY_SLOT_NS;
+    assert!((26_000_000_000..60_000_000_000).contains(&slot));
 }

@@ -387,6 +387,7 @@ pub fn params(p: &Params) -> String {
     ]);
     t.row(vec!["user_timeout_ms".into(), n(p.user_timeout_ms)]);
     t.row(vec!["data_per_idle_probe".into(), n(p.data_per_idle_probe)]);
+    t.row(vec!["syn_retry_pct".into(), n(p.syn_retry_pct)]);
     let mut out = String::new();
     t.render(&mut out);
     out
@@ -1095,18 +1096,20 @@ dropped: 16 packets
             .string(params::CC, "delay")
             .u32(params::USER_TIMEOUT_MS, 0)
             .u32(params::DATA_PER_IDLE_PROBE, 8)
+            .u32(params::SYN_RETRY_PCT, 50)
             .finish();
         let p = Params::parse(&Attrs::parse(&buf, params::ATTRS).unwrap()).unwrap();
         assert_eq!(
             params(&p),
             "PARAMETER            VALUE\nheartbeat_ms         1\nmiss_threshold       3\n\
              ev_per_plane         4\ncc                   delay\nuser_timeout_ms      0\n\
-             data_per_idle_probe  8\n"
+             data_per_idle_probe  8\nsyn_retry_pct        50\n"
         );
         assert_eq!(
             serde_json::to_value(&p).unwrap(),
             serde_json::json!({"heartbeat_ms": 1, "miss_threshold": 3, "ev_per_plane": 4,
-                               "cc": "delay", "user_timeout_ms": 0, "data_per_idle_probe": 8})
+                               "cc": "delay", "user_timeout_ms": 0, "data_per_idle_probe": 8,
+                               "syn_retry_pct": 50})
         );
     }
 

@@ -191,6 +191,8 @@ enum ParamName {
     UserTimeoutMs,
     #[value(alias = "data_per_idle_probe")]
     DataPerIdleProbe,
+    #[value(alias = "syn_retry_pct")]
+    SynRetryPct,
 }
 
 fn parse_interval(s: &str) -> Result<Duration, String> {
@@ -638,6 +640,7 @@ fn param_attrs(p: &ParamSet) -> Result<Vec<u8>, Failure> {
         ParamName::Cc => w.string(a::CC, &p.value),
         ParamName::UserTimeoutMs => w.u32(a::USER_TIMEOUT_MS, num(&p.value)?),
         ParamName::DataPerIdleProbe => w.u32(a::DATA_PER_IDLE_PROBE, num(&p.value)?),
+        ParamName::SynRetryPct => w.u32(a::SYN_RETRY_PCT, num(&p.value)?),
     }
     .finish())
 }

@@ -434,6 +434,7 @@ pub struct Params {
     pub cc: Option<String>,
     pub user_timeout_ms: Option<u32>,
     pub data_per_idle_probe: Option<u32>,
+    pub syn_retry_pct: Option<u32>,
 }
 
 impl Params {
@@ -446,6 +447,7 @@ impl Params {
             cc: a.string(params::CC)?,
             user_timeout_ms: a.u32(params::USER_TIMEOUT_MS)?,
             data_per_idle_probe: a.u32(params::DATA_PER_IDLE_PROBE)?,
+            syn_retry_pct: a.u32(params::SYN_RETRY_PCT)?,
         })
     }
 }

@@ -295,6 +295,7 @@ attr_set!(
         CC = 4, "cc", "string";
         USER_TIMEOUT_MS = 5, "user-timeout-ms", "u32";
         DATA_PER_IDLE_PROBE = 6, "data-per-idle-probe", "u32";
+        SYN_RETRY_PCT = 7, "syn-retry-pct", "u32";
     }
 );
 
