@@ -2065,6 +2065,7 @@ fn put_counters(m: &mut GenlMsg, c: &ConnStats) -> Result {
                 nl::MRC_A_CONN_COUNTERS_ENDPOINTS_REFUSED,
                 c.endpoints_refused,
             ),
+            (nl::MRC_A_CONN_COUNTERS_AMP_LIMITED, c.amp_limited),
         ] {
             m.put_uint(attr, v)?;
         }

@@ -190,6 +190,24 @@ mrc_check "amplification: the listener answered the forged SYNs" ok \
 mrc_check "amplification: the victim got at most three times the SYNs' bytes" ok \
 	"$([ "${rx_bytes:-0}" -le $((3 * ${syn_bytes:-0})) ] && echo ok ||
 		echo "${rx_bytes:-0} > 3 * ${syn_bytes:-0}")"
+# Each half-open connection of the forged SYNs shows in mrc-status the
+# SYN_ACKs it held back (amp_limited), while its handshake runs (until about
+# 51 s after the SYNs): "N of M" of them have held some back.
+amp_conns() {
+	ip netns exec "$b" "$MRC_STATUS" --json conns 2>&1 | $MRC_PY -c 'import json, sys
+t = sys.stdin.read()
+try:
+    cs = json.loads(t)["connections"]
+except ValueError:
+    print(t[:200].replace("\n", " ")); sys.exit()
+half = [c for c in cs if c["state"] == "syn_received" and c.get("remote_addr") == "10.77.0.1"]
+n = sum(1 for c in half if (c.get("counters") or {}).get("amp_limited", 0) > 0)
+print(f"{n} of {len(half)}")' >"$tmp/amp-conns"
+	[ "$(cat "$tmp/amp-conns")" = "$syns of $syns" ]
+}
+mrc_wait_for 30 amp_conns
+mrc_check "amplification: each half-open connection shows its SYN_ACKs held back" \
+	"$syns of $syns" "$(cat "$tmp/amp-conns")"
 
 # A peer that floods one-byte messages at a reader that reads nothing: the
 # receiving host holds at most twice the socket's receive buffer of them,

@@ -26,6 +26,7 @@ use serde::Serialize;
 use sock::{Endpoint, Proto, Socket};
 use stats::{ClientReport, ConnInfo, ConnReport};
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -131,6 +132,10 @@ struct ClientArgs {
     /// looked at after the transfer).
     #[arg(long, value_name = "MS", default_value_t = 0)]
     hold_ms: u64,
+    /// Stop sending once PATH exists (looked for every 10 ms between
+    /// messages), or at the --bytes or --duration limit if that comes first.
+    #[arg(long, value_name = "PATH")]
+    stop_file: Option<PathBuf>,
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -366,6 +371,7 @@ fn client(a: ClientArgs) -> ExitCode {
             interval: Duration::from_millis(c.interval_ms),
             timeout: c.timeout,
             hold: Duration::from_millis(a.hold_ms),
+            stop_file: a.stop_file.clone(),
         })
         .collect();
     let gate = StartGate::new(conns.len());

@@ -6,6 +6,7 @@ use crate::hello::{Hello, Mode};
 use crate::pattern::{fill, verify, SizeSeq, SizeSpec, MAX_MSG};
 use crate::sock::{MsgReader, Proto, Socket};
 use crate::stats::{ConnInfo, ConnReport, Progress};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{self, Thread};
@@ -101,7 +102,12 @@ pub struct ClientConn {
     pub timeout: Option<Duration>,
     /// Idle time between the last message and the shutdown.
     pub hold: Duration,
+    /// Sending stops once this file exists, if the limit has not stopped it before.
+    pub stop_file: Option<PathBuf>,
 }
+
+/// How often a client connection looks for its stop file.
+const STOP_FILE_CHECK: Duration = Duration::from_millis(10);
 
 impl ClientConn {
     fn info(&self) -> ConnInfo {
@@ -172,6 +178,7 @@ impl ClientConn {
         let seed = hello.conn_seed();
         let mut sizes = SizeSeq::new(self.size, seed);
         let mut buf = vec![0u8; MAX_MSG];
+        let mut stop_check = Instant::now();
         loop {
             let done = match self.limit {
                 Limit::Bytes(b) => p.bytes >= b,
@@ -179,6 +186,15 @@ impl ClientConn {
             };
             if done {
                 break;
+            }
+            if let Some(f) = &self.stop_file {
+                let now = Instant::now();
+                if now >= stop_check {
+                    stop_check = now + STOP_FILE_CHECK;
+                    if f.exists() {
+                        break;
+                    }
+                }
             }
             let idx = p.msgs;
             let len = sizes.next_size();

@@ -246,6 +246,39 @@ fn tcp_hold_keeps_the_connection_open_after_the_data() {
 }
 
 #[test]
+fn tcp_stop_file_ends_the_sending() {
+    let dir = std::env::temp_dir().join(format!("mrc-perf-stop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    let stop = dir.join("stop");
+    let _ = std::fs::remove_file(&stop);
+    let maker = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            std::fs::write(&stop, b"").expect("create the stop file");
+        })
+    };
+    let path = stop.to_str().expect("UTF-8 path").to_owned();
+    // A 60 s run that the stop file ends after about 1.5 s, intact.
+    let (client, server) = throughput(
+        "tcp",
+        "127.0.0.1",
+        1,
+        &["--duration", "60", "--stop-file", &path],
+    );
+    maker.join().expect("stop file thread");
+    let _ = std::fs::remove_dir_all(&dir);
+    let cli_s = client["conns"][0]["elapsed_s"]
+        .as_f64()
+        .expect("client elapsed_s");
+    assert!(
+        (1.0..30.0).contains(&cli_s),
+        "client sent for {cli_s} s, not until the stop file"
+    );
+    assert_eq!(client["bytes"], server[0]["bytes"]);
+}
+
+#[test]
 fn tcp_first_messages_include_extremes() {
     // 2 bytes need two messages: 1 byte, then 1 MiB.
     let (client, _) = throughput("tcp", "127.0.0.1", 1, &["--bytes", "2"]);

@@ -237,6 +237,15 @@ pub fn show(dump: &ConnDump) -> String {
                 get("spurious_hedges"),
                 get("duplicates"),
             );
+            // Only an accepting end withholds handshake packets, and only
+            // from a peer whose SYNs did not pay for its answers.
+            if get("amp_limited") > 0 {
+                let _ = writeln!(
+                    out,
+                    "  handshake packets withheld (anti-amplification): {}",
+                    get("amp_limited"),
+                );
+            }
         }
         if let Some(k) = c.cookie {
             let _ = writeln!(out, "  cookie: {k}");
@@ -644,6 +653,7 @@ mod tests {
                 (conn_counters::HEDGES, 7),
                 (conn_counters::SPURIOUS_HEDGES, 5),
                 (conn_counters::DUPLICATES, 6),
+                (conn_counters::AMP_LIMITED, 4),
             ] {
                 k = put(k, conn_counters::ATTRS, a, v);
             }
@@ -878,6 +888,7 @@ connection 0123456789abcdef
   sender held back by: cwnd 60.0%, app 20.0%, sending 20.0%
   retransmits: 40 (lost: 30 rack, 9 rto, 1 path; 2 rack spurious), 3 rtos
   hedges: 7 (5 spurious); duplicates received: 6
+  handshake packets withheld (anti-amplification): 4
   cookie: 4242
 
   PATH  STATE    FOR    LOCAL          REMOTE         DEV  EV     SRTT    MIN_RTT  CWND       INFLIGHT   SENT      ACKED     LOST  RETRANS
@@ -933,6 +944,7 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
             ]
         );
         assert_eq!(c["counters"]["spurious_hedges"], 5);
+        assert_eq!(c["counters"]["amp_limited"], 4);
         assert_eq!(c["send_time_ns"]["cwnd"], 6_000_000_000u64);
         assert_eq!(c["send_time_ns"]["unknown_99"], 0);
         assert_eq!(c["session_id"], "0123456789abcdef");

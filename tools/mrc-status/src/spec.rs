@@ -236,6 +236,7 @@ attr_set!(
         ACKS_RECEIVED = 15, "acks-received", "uint";
         CHALLENGE_ACKS = 16, "challenge-acks", "uint";
         ENDPOINTS_REFUSED = 17, "endpoints-refused", "uint";
+        AMP_LIMITED = 18, "amp-limited", "uint";
     }
 );
 
