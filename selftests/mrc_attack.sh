@@ -167,7 +167,9 @@ mrc_check "unknown sessions: RSTs within the rate limit" ok \
 # half-open connections retransmit (nine SYN_ACKs over 51 s each, seven of
 # them within the 6.3 s after the SYN, were the SYN_ACKs not held back).
 ip netns exec "$b" sh -c 'for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 >"$f"; done'
-ip netns exec "$b" $ATTACK listen 10.77.0.2 9300 --seconds 240 >"$tmp/amp.out" 2>&1 &
+# Its backlog is 16: SYNs without a retry token may fill half of it
+# (syn_retry_pct), and each of the five must make a half-open connection.
+ip netns exec "$b" $ATTACK listen 10.77.0.2 9300 --backlog 16 --seconds 240 >"$tmp/amp.out" 2>&1 &
 amp=$!
 amp_listening() { grep -q '^listening' "$tmp/amp.out"; }
 mrc_wait_for 60 amp_listening || mrc_fail "the listener for forged SYNs did not start"
