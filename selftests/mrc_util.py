@@ -124,7 +124,8 @@ CLASSES = {
     "bad_version": lambda i: packet(version=2 + i % 100),
     "length_mismatch": lambda i: packet(len_delta=1 + i % 8),
     "bad_checksum": lambda i: packet(bad_crc=True),
-    "unknown_type": lambda i: packet(flags=9 + i % 7),
+    # Types 1 to 9 are known (9 is RETRY); the type field is 4 bits.
+    "unknown_type": lambda i: packet(flags=10 + i % 6),
     "bad_flags": lambda i: packet(flags=TYPE_DATA | 0x2000),
     "bad_body": lambda i: packet(flags=TYPE_FIN),
     "no_session": lambda i: packet(payload=os.urandom(1 + i % 1000)),
