@@ -120,9 +120,7 @@ impl MrcNet {
         }
         // Anything not handed on is freed as a drop.
     }
-}
 
-impl MrcNet {
     /// A SYN for no existing session to the listener `l`; `hs` is its
     /// handshake's initial sequence number, source and destination MRC
     /// ports. A SYN whose `ack` holds a retry token must hold the one this

@@ -46,7 +46,6 @@
 //! bytes, across message boundaries.
 
 use core::mem::MaybeUninit;
-
 use kernel::prelude::*;
 
 use crate::mrc_cc::CcKind;

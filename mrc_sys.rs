@@ -1845,16 +1845,15 @@ impl<'a> Slock<'a> {
     }
 
     fn deferred(&mut self) -> &mut Deferred {
-        // SAFETY: `deferred` is initialised by `init_sock` and only ever
-        // accessed under `slock`, which `self` holds; `&mut self` makes this
-        // the only access through the guard.
-        unsafe { &mut *(*self.0.with()).deferred.get() }
+        // SAFETY: `self` holds `slock`, and `&mut self` makes this the only
+        // access through the guard.
+        unsafe { self.0.deferred_locked() }
     }
 
     /// Takes what `deferred` holds.
     fn take(&mut self) -> Deferred {
-        self.0.pending().store(false, Ordering::Relaxed);
-        core::mem::take(self.deferred())
+        // SAFETY: as in `deferred`.
+        unsafe { self.0.take_deferred_locked() }
     }
 }
 
@@ -1984,6 +1983,30 @@ impl Sock {
     /// a long message) that acts on its packets meanwhile.
     pub(crate) fn has_deferred(&self) -> bool {
         self.pending().load(Ordering::Relaxed)
+    }
+
+    /// What softirq left for the owner.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds `slock`, under which alone `deferred` is accessed,
+    /// and holds no other reference to it.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn deferred_locked(&self) -> &mut Deferred {
+        // SAFETY: `deferred` is initialised by `init_sock` (type invariant);
+        // the caller's `slock` excludes every other access to it.
+        unsafe { &mut *(*self.with()).deferred.get() }
+    }
+
+    /// Takes what softirq left for the owner, and clears the hint.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Sock::deferred_locked`].
+    unsafe fn take_deferred_locked(&self) -> Deferred {
+        self.pending().store(false, Ordering::Relaxed);
+        // SAFETY: the caller's contract.
+        core::mem::take(unsafe { self.deferred_locked() })
     }
 
     fn pending(&self) -> &AtomicBool {
@@ -2414,10 +2437,9 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
     // SAFETY: the caller owns the live socket.
     let sock = unsafe { Sock::from_raw(sk) };
     loop {
-        // SAFETY: `slock` is held (the function's contract), under which
-        // `deferred` is accessed.
-        let d = core::mem::take(unsafe { &mut *(*sock.with()).deferred.get() });
-        sock.pending().store(false, Ordering::Relaxed);
+        // SAFETY: `slock` is held (the function's contract; and again after
+        // each turn below), and nothing else here refers to `deferred`.
+        let d = unsafe { sock.take_deferred_locked() };
         if d.is_empty() {
             return;
         }
