@@ -46,12 +46,22 @@ pub(crate) fn genl_stats_get(info: &GenlInfo) -> Result {
         m.put_uint(nl::MRC_A_STATS_CONNS_FAILED, get(&s.conns_failed))?;
         m.put_uint(nl::MRC_A_STATS_ECN_CE_PACKETS, get(&s.ecn_ce_packets))?;
         m.put_uint(nl::MRC_A_STATS_ECN_ECHOES, get(&s.ecn_echoes))?;
+        m.put_uint(nl::MRC_A_STATS_TX_RETRY, get(&s.tx_retry))?;
+        m.put_uint(nl::MRC_A_STATS_TX_RST, get(&s.tx_rst))?;
+        m.put_uint(nl::MRC_A_STATS_TX_RST_LIMITED, get(&s.tx_rst_limited))?;
+        m.put_uint(nl::MRC_A_STATS_TX_AMP_LIMITED, get(&s.tx_amp_limited))?;
         m.nest(nl::MRC_A_STATS_DROPS, |m| {
             for (i, attr) in DROP_ATTRS.iter().enumerate() {
                 m.put_uint(*attr, s.drop_decode.sum(i))?;
             }
             m.put_uint(nl::MRC_A_DROPS_NO_SESSION, get(&s.drop_no_session))?;
-            m.put_uint(nl::MRC_A_DROPS_NO_MEMORY, get(&s.drop_no_memory))
+            m.put_uint(nl::MRC_A_DROPS_NO_MEMORY, get(&s.drop_no_memory))?;
+            m.put_uint(nl::MRC_A_DROPS_WRONG_SOURCE, get(&s.drop_wrong_source))?;
+            m.put_uint(nl::MRC_A_DROPS_RCVBUF, get(&s.drop_rcvbuf))?;
+            m.put_uint(nl::MRC_A_DROPS_RMEM_MAX, get(&s.drop_rmem_max))?;
+            m.put_uint(nl::MRC_A_DROPS_UDP_CHECKSUM, get(&s.drop_udp_checksum))?;
+            m.put_uint(nl::MRC_A_DROPS_SOCK_BACKLOG, get(&s.drop_sock_backlog))?;
+            m.put_uint(nl::MRC_A_DROPS_BAD_TOKEN, get(&s.drop_bad_token))
         })
     })
 }

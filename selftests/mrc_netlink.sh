@@ -35,7 +35,8 @@ proc = dict(l.split() for l in open("/proc/net/mrc"))
 js = json.load(sys.stdin)
 pairs = [(k, js[k], proc[k]) for k in ("rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
                                        "conns", "conns_opened", "conns_failed",
-                                       "ecn_ce_packets", "ecn_echoes")]
+                                       "ecn_ce_packets", "ecn_echoes", "tx_retry", "tx_rst",
+                                       "tx_rst_limited", "tx_amp_limited")]
 pairs.append(("retrans_packets", js["retrans_packets"], proc["tx_retransmits"]))
 pairs += [("drop_" + k, v, proc["drop_" + k]) for k, v in js["drops"].items()]
 bad = [f"{k}: netlink {a} != proc {b}" for k, a, b in pairs if int(a) != int(b)]
@@ -43,9 +44,9 @@ rx = js["rx_packets"]
 print("; ".join(bad) if bad else f"equal {len(pairs)} rx_packets={rx}")
 '
 out=$(ip netns exec "$b" "$MRC_STATUS" --json stats | ip netns exec "$b" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 22 rx_packets=64" "$out"
+mrc_check "mrc-status stats equals /proc/net/mrc in b" "equal 32 rx_packets=64" "$out"
 out=$(ip netns exec "$a" "$MRC_STATUS" --json stats | ip netns exec "$a" $MRC_PY -c "$compare")
-mrc_check "mrc-status stats in a (sent nothing to a)" "equal 22 rx_packets=0" "$out"
+mrc_check "mrc-status stats in a (sent nothing to a)" "equal 32 rx_packets=0" "$out"
 
 # The kernel's own client reads the family from the spec.
 ksrc=$(. "$MRC_DIR/scripts/env.sh" && kernel_src_dir)
@@ -73,13 +74,14 @@ mrc_check "unprivileged users can read stats" 64 "$out"
 
 # Tunables: defaults, a change in one namespace only, range and name
 # checks with extended-ack messages, and CAP_NET_ADMIN for changes.
-pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms","data_per_idle_probe")))'; }
-defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000 data_per_idle_probe=8"
+pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms","data_per_idle_probe","syn_retry_pct")))'; }
+defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000 data_per_idle_probe=8 syn_retry_pct=50"
 mrc_check "default parameters" "$defaults" "$(pjson "$b")"
 mrc_run "param set heartbeat_ms 5" ip netns exec "$b" "$MRC_STATUS" param set heartbeat_ms 5
 mrc_run "param set cc reno" ip netns exec "$b" "$MRC_STATUS" param set cc reno
 mrc_run "param set data_per_idle_probe 0" ip netns exec "$b" "$MRC_STATUS" param set data_per_idle_probe 0
-mrc_check "parameters changed in b" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0" "$(pjson "$b")"
+mrc_run "param set syn_retry_pct 0" ip netns exec "$b" "$MRC_STATUS" param set syn_retry_pct 0
+mrc_check "parameters changed in b" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0 syn_retry_pct=0" "$(pjson "$b")"
 mrc_check "parameters of a untouched" "$defaults" "$(pjson "$a")"
 out=$(ip netns exec "$b" "$MRC_STATUS" param set cc cubic 2>&1)
 rc=$?
@@ -92,7 +94,9 @@ out=$(ip netns exec "$b" "$MRC_STATUS" param set miss_threshold 0 2>&1)
 mrc_check "miss_threshold 0 refused by the policy" 1 "$?"
 out=$(ip netns exec "$b" "$MRC_STATUS" param set data_per_idle_probe 65536 2>&1)
 mrc_check "data_per_idle_probe 65536 refused by the policy" 1 "$?"
-mrc_check "refused changes left everything as it was" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0" "$(pjson "$b")"
+out=$(ip netns exec "$b" "$MRC_STATUS" param set syn_retry_pct 101 2>&1)
+mrc_check "syn_retry_pct 101 refused by the policy" 1 "$?"
+mrc_check "refused changes left everything as it was" "heartbeat_ms=5 miss_threshold=3 ev_per_plane=4 cc=reno user_timeout_ms=30000 data_per_idle_probe=0 syn_retry_pct=0" "$(pjson "$b")"
 out=$(ip netns exec "$b" setpriv --reuid=65534 --regid=65534 --clear-groups \
 	"$MRC_STATUS" param set heartbeat_ms 9 2>&1)
 case "$out" in

@@ -336,6 +336,14 @@ pub fn stats(s: &Stats) -> String {
         n(s.conns_opened),
         n(s.conns_failed)
     );
+    let _ = writeln!(
+        out,
+        "handshake defence: {} retries sent, {} resets sent, {} resets rate-limited, {} packets held by the amplification limit",
+        n(s.tx_retry),
+        n(s.tx_rst),
+        n(s.tx_rst_limited),
+        n(s.tx_amp_limited)
+    );
     let _ = writeln!(out, "dropped: {} packets", s.drops_total());
     let mut t = Table::new("  ", &["REASON", "PACKETS"]);
     let mut any = false;
@@ -1002,6 +1010,10 @@ SESSION           STATE        FOR    LOCAL          REMOTE         PATHS  SRTT 
             (stats::CONNS_FAILED, 1),
             (stats::ECN_CE_PACKETS, 7),
             (stats::ECN_ECHOES, 6),
+            (stats::TX_RETRY, 40),
+            (stats::TX_RST, 4),
+            (stats::TX_RST_LIMITED, 9),
+            (stats::TX_AMP_LIMITED, 2),
         ] {
             w = put(w, s, k, v);
         }
@@ -1031,6 +1043,7 @@ sent: 2000 packets, 4.66 GiB
 retransmitted: 3 packets
 ecn: 7 congestion-marked packets received, 6 echoes received
 connections: 2 now, 10 opened, 1 failed
+handshake defence: 40 retries sent, 4 resets sent, 9 resets rate-limited, 2 packets held by the amplification limit
 dropped: 16 packets
   REASON        PACKETS
   bad_checksum  10
@@ -1052,8 +1065,12 @@ dropped: 16 packets
                 "retrans_packets",
                 "rx_bytes",
                 "rx_packets",
+                "tx_amp_limited",
                 "tx_bytes",
-                "tx_packets"
+                "tx_packets",
+                "tx_retry",
+                "tx_rst",
+                "tx_rst_limited"
             ]
         );
         let reasons: Vec<&String> = v["drops"].as_object().unwrap().keys().collect();

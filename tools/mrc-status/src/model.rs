@@ -63,6 +63,10 @@ pub struct Stats {
     pub conns_failed: Option<u64>,
     pub ecn_ce_packets: Option<u64>,
     pub ecn_echoes: Option<u64>,
+    pub tx_retry: Option<u64>,
+    pub tx_rst: Option<u64>,
+    pub tx_rst_limited: Option<u64>,
+    pub tx_amp_limited: Option<u64>,
     /// Drop counters by reason name (`bad_checksum`…); reasons the kernel
     /// does not report are absent.
     pub drops: BTreeMap<String, u64>,
@@ -105,6 +109,10 @@ impl Stats {
             conns_failed: a.uint(stats::CONNS_FAILED)?,
             ecn_ce_packets: a.uint(stats::ECN_CE_PACKETS)?,
             ecn_echoes: a.uint(stats::ECN_ECHOES)?,
+            tx_retry: a.uint(stats::TX_RETRY)?,
+            tx_rst: a.uint(stats::TX_RST)?,
+            tx_rst_limited: a.uint(stats::TX_RST_LIMITED)?,
+            tx_amp_limited: a.uint(stats::TX_AMP_LIMITED)?,
             drops: drops_map,
         })
     }

@@ -164,6 +164,12 @@ attr_set!(
         BAD_BODY = 10, "bad-body", "uint";
         NO_SESSION = 11, "no-session", "uint";
         NO_MEMORY = 12, "no-memory", "uint";
+        WRONG_SOURCE = 13, "wrong-source", "uint";
+        RCVBUF = 14, "rcvbuf", "uint";
+        RMEM_MAX = 15, "rmem-max", "uint";
+        UDP_CHECKSUM = 16, "udp-checksum", "uint";
+        SOCK_BACKLOG = 17, "sock-backlog", "uint";
+        BAD_TOKEN = 18, "bad-token", "uint";
     }
 );
 
@@ -181,6 +187,10 @@ attr_set!(
         DROPS = 9, "drops", "nest";
         ECN_CE_PACKETS = 10, "ecn-ce-packets", "uint";
         ECN_ECHOES = 11, "ecn-echoes", "uint";
+        TX_RETRY = 12, "tx-retry", "uint";
+        TX_RST = 13, "tx-rst", "uint";
+        TX_RST_LIMITED = 14, "tx-rst-limited", "uint";
+        TX_AMP_LIMITED = 15, "tx-amp-limited", "uint";
     }
 );
 
