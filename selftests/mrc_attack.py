@@ -128,9 +128,10 @@ def syn_packet(args, sid, token=0, crc=crc32c):
 
 
 def cmd_syn(args):
-    """Sends one SYN for a new session from SRC to DST:PORT's MRC listener on
-    MRC port DPORT, announcing the given endpoints (ADDR:PORT each)."""
-    sid = rand64(1 << 64)
+    """Sends one SYN for session SID (a new random one by default) to
+    DST:PORT's MRC listener on MRC port DPORT, announcing the given endpoints
+    (ADDR:PORT each)."""
+    sid = int(args.sid, 16) if args.sid else rand64(1 << 64)
     s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
     s.sendto(syn_packet(args, sid), (args.dst, args.port))
     print(f"syn {sid:016x}")
@@ -414,6 +415,7 @@ def main():
     c.add_argument("dport_mrc", type=int)
     c.add_argument("endpoints", nargs="*")
     c.add_argument("--sport-mrc", type=int, default=40000)
+    c.add_argument("--sid", default="", help="session id, hex (default: random)")
     c.set_defaults(fn=cmd_syn)
     c = sub.add_parser("spoof-syn")
     c.add_argument("dst")

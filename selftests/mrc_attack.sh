@@ -120,6 +120,22 @@ mrc_check "local: every ACK invalid, dropped" "ok" \
 	"$([ "$inv" -ge $n ] && echo ok || echo "$inv < $n")"
 mrc_check "local: every PROBE_ACK unmatched, dropped" $n "$probe"
 mrc_check "local: the connection was still there for all of them" 0 "$nosess"
+
+# A client that picks, for a SYN of its own, the session id of a live
+# connection (learnt or guessed): the SYN reaches that connection, which
+# takes it from no address but its peer's, and as an established
+# connection takes no SYN at all. No second connection is made and the
+# first carries on: whoever chooses an id can shut out only itself.
+before=$(snap "$b")
+conns0=$(mrc_stat "$b" conns)
+ip netns exec "$c" $ATTACK syn 10.77.0.2 "$port" 9000 "10.78.0.3:$port" --sid "$sid" >/dev/null
+ip netns exec "$a" "${NOBODY[@]}" $ATTACK syn 10.77.0.2 "$port" 9000 "10.77.0.1:$port" \
+	--sid "$sid" >/dev/null
+mrc_sleep 1
+read -r ws _ _ _ _ nosess _ state _ <<<"$(delta "$before" "$(snap "$b")")"
+mrc_check "SYN reusing a live session id: dropped from another host, and as a SYN for an established connection from the client's host" \
+	"1 1 0" "$ws $state $nosess"
+mrc_check "SYN reusing a live session id: no second connection" "$conns0" "$(mrc_stat "$b" conns)"
 mrc_check "the connection is still established after the attacks" 1 \
 	"$(conn_json "$b" | grep -c '"state": *"established"')"
 
@@ -329,6 +345,10 @@ ip netns exec "$c" $ATTACK spoof-syn 10.77.0.2 "$port" 9400 --src 10.79.0.0/16 \
 bad_token() { mrc_stat_cmp "$b" drop_bad_token -ge $((tok0 + 20)); }
 mrc_wait_for 10 bad_token
 mrc_check "SYN flood: SYNs with forged tokens dropped" 20 $(($(stat0 "$b" drop_bad_token) - tok0))
+nl=$(ip netns exec "$b" "$MRC_STATUS" --json stats |
+	$MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(d["tx_retry"], d["drops"]["bad_token"])' 2>&1)
+mrc_check "SYN flood: mrc-status stats shows the RETRYs and the forged tokens" \
+	"$(stat0 "$b" tx_retry) $(stat0 "$b" drop_bad_token)" "$nl"
 kill $fl 2>/dev/null
 wait $fl 2>/dev/null
 
