@@ -193,9 +193,18 @@
 //! # Flow control
 //!
 //! The receiver advertises its free buffer space in bytes (in SYN, SYN_ACK and every ACK). The
-//! sender keeps the payload bytes it has sent and not yet seen acknowledged within that window;
+//! sender keeps the packets it has sent and not yet seen acknowledged within that window;
 //! when the window is closed and nothing is outstanding it sends one packet per backed-off RTO
 //! (a window probe), which the receiver answers with its current window.
+//!
+//! A packet takes its payload's length of the window, and at least [`MIN_WINDOW_COST`]
+//! ([`window_cost`]), at both ends alike. A host holds a received packet at its real size,
+//! payload plus a buffer's overhead of about a kilobyte, and charges that to the socket's
+//! receive memory, of which the window is half (see the glue). Counted by payload alone, a
+//! window would let a peer send hundreds of one-byte or empty messages for each one the
+//! receiver has memory for, only to see them dropped and sent again; counted this way, an
+//! honest sender of small messages is held back by the window before the receiver's memory
+//! runs out, and full-sized packets cost what they always did.
 //!
 //! # Close and orphans
 //!
@@ -267,6 +276,16 @@ const ISN_MASK: u64 = (1 << 61) - 1;
 
 /// Messages accepted by [`Conn::send_message`] and not yet fully segmented.
 pub const MSG_QUEUE: usize = 256;
+
+/// Least receive window a DATA packet takes, whatever its payload: about what a received
+/// packet's buffer costs the host beyond its payload, so that a window half the size of the
+/// receive memory (the payload's share) covers small packets too. See "Flow control".
+pub const MIN_WINDOW_COST: u32 = 1024;
+
+/// The receive window a DATA packet of `len` payload bytes takes, at both ends.
+pub fn window_cost(len: u32) -> u64 {
+    u64::from(len.max(MIN_WINDOW_COST))
+}
 
 /// Largest message a byte stream is cut into ([`Conn::stream_chunk`]).
 pub const STREAM_MSG: u32 = 64 << 10;
@@ -498,6 +517,9 @@ pub enum Event {
         last_seq: u64,
         /// Message length in bytes.
         len: u32,
+        /// Receive window its packets take ([`window_cost`] of each), which
+        /// [`Conn::release_recv`] gives back once the application has read them.
+        cost: u64,
     },
     /// The peer closed its direction: every message it sent has been delivered (end of file).
     PeerFin,
@@ -1153,9 +1175,10 @@ pub struct Conn {
     snd_nxt: u64,
     send: [SendSlot; WINDOW],
     tx_order: u64,
-    /// Right edge of the peer's receive window, in new payload bytes since the handshake.
+    /// Right edge of the peer's receive window, in window ([`window_cost`]) since the
+    /// handshake.
     peer_edge: u64,
-    /// New (not retransmitted) payload bytes sent since the handshake.
+    /// Window taken by the new (not retransmitted) packets sent since the handshake.
     snd_new_bytes: u64,
     /// Payload bytes sent and neither cumulatively nor selectively acknowledged.
     snd_unknown: u64,
@@ -1240,12 +1263,17 @@ pub struct Conn {
     /// One past the highest sequence number received.
     rcv_high: u64,
     recv: [RecvSlot; WINDOW],
-    /// Bytes received and not yet part of a delivered message.
+    /// Window taken ([`window_cost`]) by packets received and not yet part of a delivered
+    /// message.
     rcv_held: u64,
-    /// Bytes delivered and not yet released by the application.
+    /// Window taken by packets delivered and not yet released by the application.
     rcv_unread: u64,
+    /// Payload bytes delivered and not yet released by the application.
+    rcv_unread_bytes: u64,
     msg_first: u64,
     msg_len: u64,
+    /// Window taken by the packets of the message being reassembled.
+    msg_cost: u64,
     peer_fin: Option<u64>,
     peer_fin_done: bool,
     ack_pending: bool,
@@ -1261,7 +1289,8 @@ pub struct Conn {
     unacked_pkts: u8,
     ack_path_id: u32,
     last_adv_rwnd: u32,
-    /// Delivered payload bytes the application consumed or discarded since the handshake.
+    /// Window released since the handshake: taken by delivered packets the application
+    /// consumed or discarded.
     rcv_released: u64,
     /// `rcv_released` when the last ACK went out: the peer knows the window edge it gave.
     adv_released: u64,
@@ -1356,8 +1385,10 @@ fn conn_fields_are_initialised(c: &Conn) {
         recv: _,
         rcv_held: _,
         rcv_unread: _,
+        rcv_unread_bytes: _,
         msg_first: _,
         msg_len: _,
+        msg_cost: _,
         peer_fin: _,
         peer_fin_done: _,
         ack_pending: _,
@@ -1513,8 +1544,10 @@ impl Conn {
             addr_of_mut!((*p).rcv_high).write(0);
             addr_of_mut!((*p).rcv_held).write(0);
             addr_of_mut!((*p).rcv_unread).write(0);
+            addr_of_mut!((*p).rcv_unread_bytes).write(0);
             addr_of_mut!((*p).msg_first).write(0);
             addr_of_mut!((*p).msg_len).write(0);
+            addr_of_mut!((*p).msg_cost).write(0);
             addr_of_mut!((*p).peer_fin).write(None);
             addr_of_mut!((*p).peer_fin_done).write(false);
             addr_of_mut!((*p).ack_pending).write(false);
@@ -1785,7 +1818,7 @@ impl Conn {
     /// Returns the bytes of complete messages delivered and not yet released by
     /// [`Conn::release_recv`] (`SIOCINQ` of a stream).
     pub fn recv_unread(&self) -> u64 {
-        self.rcv_unread
+        self.rcv_unread_bytes
     }
 
     /// Returns how many bytes of a byte stream's next write to queue as one message now, out
@@ -2814,7 +2847,7 @@ impl Conn {
         let msg_len = *self.msgq.get(self.msgq_head).ok_or(SendLimit::App)?;
         let remaining = msg_len.saturating_sub(self.head_offset);
         let len = remaining.min(self.cfg.max_payload());
-        let in_window = self.snd_new_bytes.saturating_add(u64::from(len)) <= self.peer_edge;
+        let in_window = self.snd_new_bytes.saturating_add(window_cost(len)) <= self.peer_edge;
         if in_window {
             self.rwnd_closed_ns = None;
         } else if self.rwnd_closed_ns.is_none() {
@@ -2874,7 +2907,7 @@ impl Conn {
         };
         self.snd_nxt = seq.saturating_add(1);
         self.snd_unknown = self.snd_unknown.saturating_add(u64::from(len));
-        self.snd_new_bytes = self.snd_new_bytes.saturating_add(u64::from(len));
+        self.snd_new_bytes = self.snd_new_bytes.saturating_add(window_cost(len));
         self.snd_queued = self.snd_queued.saturating_sub(u64::from(len));
         if flags & SF_LAST != 0 {
             self.msgq_head = self.msgq_head.wrapping_add(1) % MSG_QUEUE;
@@ -3304,8 +3337,11 @@ impl Conn {
             self.resend_window_probe(now_ns);
             if self.persist || self.peer_rwnd() < self.cfg.max_payload() {
                 // The peer is alive and has told its window: a closed window is not a dead
-                // peer, so it does not count towards giving up.
-                self.rto_backoff = 0;
+                // peer, and waiting for it to open is no lack of progress, even while a window
+                // probe it had no room for is outstanding (RFC 1122, 4.2.2.17: the sender stays
+                // open as long as the receiver answers its probes). The probes still back off:
+                // an answer that keeps the window closed does not reset the backoff.
+                self.progress_ns = now_ns;
                 if self.snd_una == self.snd_nxt {
                     self.rto_deadline = None;
                     self.persist = false;
@@ -3676,7 +3712,7 @@ impl Conn {
         }
         if !fin {
             let used = self.rcv_held.saturating_add(self.rcv_unread);
-            let fits = used.saturating_add(u64::from(len)) <= u64::from(self.cfg.rcvbuf);
+            let fits = used.saturating_add(window_cost(len)) <= u64::from(self.cfg.rcvbuf);
             // The packet at the cumulative ack is always taken while the application has
             // nothing to read, or a buffer full of out-of-order data would block forever. The
             // send ring bounds what this can hold.
@@ -3698,7 +3734,7 @@ impl Conn {
             if h.flags.last() {
                 flags |= SF_LAST;
             }
-            self.rcv_held = self.rcv_held.saturating_add(u64::from(len));
+            self.rcv_held = self.rcv_held.saturating_add(window_cost(len));
             self.stats.data_received = self.stats.data_received.saturating_add(1);
             if ce {
                 self.stats.ce_received = self.stats.ce_received.saturating_add(1);
@@ -3842,8 +3878,10 @@ impl Conn {
                 if slot.flags & SF_FIRST != 0 {
                     self.msg_first = seq;
                     self.msg_len = 0;
+                    self.msg_cost = 0;
                 }
                 self.msg_len = self.msg_len.saturating_add(u64::from(slot.len));
+                self.msg_cost = self.msg_cost.saturating_add(window_cost(slot.len));
                 if self.msg_len > u64::from(self.cfg.max_msg) {
                     self.rst_due = Some(self.ack_path_id);
                     self.enter_closed(Some(ConnError::Protocol));
@@ -3855,11 +3893,14 @@ impl Conn {
                         first_seq: self.msg_first,
                         last_seq: seq,
                         len,
+                        cost: self.msg_cost,
                     });
-                    self.rcv_held = self.rcv_held.saturating_sub(self.msg_len);
-                    self.rcv_unread = self.rcv_unread.saturating_add(self.msg_len);
+                    self.rcv_held = self.rcv_held.saturating_sub(self.msg_cost);
+                    self.rcv_unread = self.rcv_unread.saturating_add(self.msg_cost);
+                    self.rcv_unread_bytes = self.rcv_unread_bytes.saturating_add(self.msg_len);
                     self.stats.msgs_delivered = self.stats.msgs_delivered.saturating_add(1);
                     self.msg_len = 0;
+                    self.msg_cost = 0;
                     self.msg_first = seq.saturating_add(1);
                 }
             }
@@ -3884,11 +3925,14 @@ impl Conn {
     }
 
     /// Reports that the application consumed (or discarded) `bytes` of delivered messages,
-    /// which reopens the receive window.
-    pub fn release_recv(&mut self, bytes: u64) {
-        let bytes = bytes.min(self.rcv_unread);
-        self.rcv_unread = self.rcv_unread.saturating_sub(bytes);
-        self.rcv_released = self.rcv_released.saturating_add(bytes);
+    /// and whole packets of them that took `cost` of the receive window ([`window_cost`] of
+    /// each; a packet read in part gives its window back once it is read to the end). This
+    /// reopens the window.
+    pub fn release_recv(&mut self, bytes: u64, cost: u64) {
+        self.rcv_unread_bytes = self.rcv_unread_bytes.saturating_sub(bytes);
+        let cost = cost.min(self.rcv_unread);
+        self.rcv_unread = self.rcv_unread.saturating_sub(cost);
+        self.rcv_released = self.rcv_released.saturating_add(cost);
         if !self.state.is_synchronized() {
             return;
         }

@@ -23,6 +23,7 @@
 
 use kernel::prelude::*;
 
+use crate::mrc_conn::window_cost;
 use crate::mrc_sock::{self, consumed, marks};
 use crate::mrc_sys::{err, ioctl_cmd, msg_flags, Msg, SkBuff, Sock, SockGuard, MRC_MAX_MSG};
 
@@ -163,6 +164,7 @@ fn recv_message(
     let want = u32::try_from(len).unwrap_or(u32::MAX);
     let mut copied: u32 = 0;
     let mut msg_len: u32 = 0;
+    let mut cost = 0u64;
     let mut res = Ok(());
     let mut first = true;
     if peek {
@@ -174,6 +176,7 @@ fn recv_message(
     } else {
         while let Some(skb) = sk.queue_dequeue() {
             let last = marks(&skb, &mut first, &mut msg_len);
+            cost += window_cost(skb.len());
             res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
             if last {
                 break;
@@ -185,7 +188,7 @@ fn recv_message(
                 mrc_sock::take_backlog(sk);
             }
         }
-        consumed(sk, msg_len, 0);
+        consumed(sk, msg_len, cost, 0);
     }
     res?;
     if let Some(peer) = mrc_sock::peer_addr(sk) {
@@ -235,6 +238,7 @@ fn recv_stream(
     loop {
         let mut off = mrc_sock::head_offset(sk);
         let mut whole = 0u32;
+        let mut cost = 0u64;
         let before = copied;
         sk.queue_walk(guard, |skb| {
             let n = skb
@@ -253,6 +257,7 @@ fn recv_stream(
                 return false;
             }
             whole += 1;
+            cost += window_cost(skb.len());
             off = 0;
             copied < len
         });
@@ -261,7 +266,7 @@ fn recv_stream(
                 drop(sk.queue_dequeue());
             }
             if copied > before || whole > 0 {
-                consumed(sk, (copied - before) as u32, off);
+                consumed(sk, (copied - before) as u32, cost, off);
             }
         }
         if res.is_err() || copied >= target || (peek && copied > 0) {

@@ -753,7 +753,8 @@ pub struct Sack<'a> {
     /// D-SACK: one more than the sequence number of a duplicate DATA or FIN received since the
     /// previous ACK; 0 if none.
     pub dsack: u64,
-    /// Right edge of the receiver's window: new payload bytes since the handshake, mod 2^32.
+    /// Right edge of the receiver's window, mod 2^32: the window new packets may take since the
+    /// handshake, each its payload's length and at least `mrc_conn::MIN_WINDOW_COST`.
     pub rwnd: u32,
     /// Nanoseconds (saturating) between the arrival of the latest packet acknowledged and
     /// the ACK's departure.

@@ -786,6 +786,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     first_seq,
                     last_seq,
                     len,
+                    cost,
                 } => {
                     if inner.closed {
                         s.discard(first_seq, last_seq);
@@ -793,7 +794,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                     } else if inner.rd_shut {
                         // Nobody will read it: drop it and reopen the window.
                         s.discard(first_seq, last_seq);
-                        s.conn.release_recv(u64::from(len));
+                        s.conn.release_recv(u64::from(len), cost);
                     } else {
                         s.deliver(sk, first_seq, last_seq, len);
                         after.readable = true;
@@ -1735,15 +1736,16 @@ pub(crate) fn read_closed(sk: &Sock) -> bool {
     inner.peer_fin || inner.rd_shut || inner.mode == Mode::Closed
 }
 
-/// The application read `bytes` of received data: they leave the window.
-/// `head_off` is how much of the first queued packet is now read (a
-/// stream's place; 0 when whole packets were taken).
-pub(crate) fn consumed(sk: &Sock, bytes: u32, head_off: u32) {
+/// The application read `bytes` of received data, and to the end packets
+/// that took `cost` of the window (`mrc_conn::window_cost` of each): they
+/// leave the window. `head_off` is how much of the first queued packet is
+/// now read (a stream's place; 0 when whole packets were taken).
+pub(crate) fn consumed(sk: &Sock, bytes: u32, cost: u64, head_off: u32) {
     with_conn(sk, |inner, _| {
         inner.head_off = head_off;
         inner.rx_bytes += u64::from(bytes);
         if let Some(s) = inner.sess.as_deref_mut() {
-            s.conn.release_recv(u64::from(bytes));
+            s.conn.release_recv(u64::from(bytes), cost);
         }
     });
 }

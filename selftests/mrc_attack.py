@@ -293,6 +293,52 @@ def cmd_tiny_flood(args):
     s.recv(16)
 
 
+def cmd_raw_flood(args):
+    """A peer that ignores the window: connects to DST:PORT's listener on MRC
+    port DPORT from SRC with a handshake of its own over a plain UDP socket
+    (answering a RETRY if it gets one), then sends COUNT one-byte messages
+    at once, without waiting for any acknowledgement or resending any;
+    prints how many it sent."""
+    s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
+    s.bind((args.src, 0))
+    dst = (args.dst, args.port)
+    sid = rand64(1 << 64)
+    isn = rand64(1 << 61)
+    token = 0
+    peer_isn = None
+    got = []
+    ip, port = s.getsockname()[:2]
+    fam = family_of(ip)
+    ep = ENDPOINT.pack(6 if fam == socket.AF_INET6 else 4, 0, port,
+                       socket.inet_pton(fam, ip).ljust(16, b"\0"))
+    for _ in range(10):
+        body = HS_FIXED.pack(isn, 1 << 20, args.sport_mrc, args.dport_mrc, 1) + ep
+        # The initial sequence number is in the header too, where a RETRY echoes it.
+        s.sendto(seal(TYPES["syn"], sid, 0, isn, token, body, crc32c_fast), dst)
+        if not select.select([s], [], [], 2)[0]:
+            got.append("nothing")
+            continue
+        data = s.recv(2048)
+        _, _, flags, rsid, _, rseq, rack, _, _ = HDR.unpack(data[:HDR.size])
+        got.append(f"type {flags & 0xFF} ack {rack:x}")
+        if rsid != sid or rack != isn:
+            continue
+        if flags & 0xFF == 9:
+            token = rseq
+        elif flags & 0xFF == TYPES["syn_ack"]:
+            peer_isn = HS_FIXED.unpack(data[HDR.size:HDR.size + HS_FIXED.size])[0]
+            peer_isn &= (1 << 61) - 1
+            break
+    if peer_isn is None:
+        print(f"no SYN_ACK (isn {isn:x}; got {', '.join(got)})")
+        return
+    for i in range(args.count):
+        pkt = seal(TYPES["data"] | FIRST_LAST, sid, 0, isn + i, peer_isn, bytes([i & 255]),
+                   crc32c_fast)
+        s.sendto(pkt, dst)
+    print(f"sent {args.count}")
+
+
 def cmd_never_close(args):
     """A peer that never finishes a close: accepts COUNT connections, then
     prints for each how it ended ("eof" at the client's FIN, "reset" at its
@@ -448,6 +494,14 @@ def main():
     c.add_argument("count", type=int)
     c.add_argument("--stall", type=float, default=3)
     c.set_defaults(fn=cmd_tiny_flood)
+    c = sub.add_parser("raw-flood")
+    c.add_argument("dst")
+    c.add_argument("port", type=int)
+    c.add_argument("dport_mrc", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--src", default="")
+    c.add_argument("--sport-mrc", type=int, default=40001)
+    c.set_defaults(fn=cmd_raw_flood)
     c = sub.add_parser("never-close")
     c.add_argument("addr")
     c.add_argument("port", type=int)

@@ -227,11 +227,15 @@ mrc_wait_for 30 amp_conns
 mrc_check "amplification: each half-open connection shows its SYN_ACKs held back" \
 	"$syns of $syns" "$(cat "$tmp/amp-conns")"
 
-# A peer that floods one-byte messages at a reader that reads nothing: the
+# A sender of one-byte messages to a reader that reads nothing: each takes
+# the least window a packet takes, so the window holds the sender back
+# before the receiver's memory runs out and no packet is dropped; the
 # receiving host holds at most twice the socket's receive buffer of them,
-# counted at their real size, and the sender is held back; once the reader
-# reads, every message arrives, in order.
+# counted at their real size. Once the reader reads, every message
+# arrives, in order.
 n=3000 go=$tmp/go
+nobuf0=$(mrc_stat "$b" drop_conn_no_buffer)
+rcvbuf0=$(mrc_stat "$b" drop_rcvbuf)
 ip netns exec "$b" $ATTACK tiny-sink 10.77.0.2 7000 $n --rcvbuf 65536 --go "$go" \
 	>"$tmp/sink.out" 2>&1 &
 sink=$!
@@ -249,14 +253,47 @@ mrc_check "tiny flood: the sender was held back" ok \
 mrc_check "tiny flood: the receiver holds at most twice its buffer" ok \
 	"$([ "${held:-0}" -gt 0 ] && [ "$held" -le $((2 * ${rcvbuf:-0} + 65536)) ] && echo ok ||
 		echo "held ${held:-none} for SO_RCVBUF ${rcvbuf:-none}")"
-mrc_check "tiny flood: the packets over it were counted" ok \
-	"$([ "$(mrc_stat "$b" drop_rcvbuf)" -gt 0 ] && echo ok || echo "drop_rcvbuf $(mrc_stat "$b" drop_rcvbuf)")"
+# Only its window probes, backed off, may find no room.
+echo "# tiny flood: $(($(mrc_stat "$b" drop_conn_no_buffer) - nobuf0)) window probes found no room"
+mrc_check "tiny flood: the window held the sender back before the receiver's memory ran out" 0 \
+	$(($(mrc_stat "$b" drop_rcvbuf) - rcvbuf0))
 touch "$go"
 wait $flood
 wait $sink
 mrc_check "tiny flood: every message arrived once the reader read" "received $n ok" \
 	"$(tail -n 1 "$tmp/sink.out")"
 mrc_check "tiny flood: the sender sent them all" "sent $n" "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)"
+
+# A peer that ignores the window (a handshake and packets of its own over a
+# plain UDP socket) sends 1000 one-byte messages at once to a reader that
+# reads nothing: the receiving host still holds at most twice the socket's
+# receive buffer of them, and drops and counts the rest, beyond the window
+# (drop_conn_no_buffer) or beyond the socket's memory (drop_rcvbuf).
+n=1000
+ip netns exec "$b" $ATTACK tiny-sink 10.77.0.2 7001 $n --rcvbuf 65536 --go "$tmp/never" \
+	>"$tmp/sink2.out" 2>&1 &
+sink=$!
+listening2() { grep -q '^listening' "$tmp/sink2.out"; }
+mrc_wait_for 60 listening2 || mrc_fail "the second sink did not listen within 60 s"
+nobuf0=$(mrc_stat "$b" drop_conn_no_buffer)
+rcvbuf0=$(mrc_stat "$b" drop_rcvbuf)
+res=$(ip netns exec "$a" "${NOBODY[@]}" $ATTACK raw-flood 10.77.0.2 "$port" 7001 $n --src 10.77.0.1)
+raw_dropped() {
+	[ $(($(mrc_stat "$b" drop_conn_no_buffer) - nobuf0 + $(mrc_stat "$b" drop_rcvbuf) - rcvbuf0)) -gt 0 ]
+}
+mrc_wait_for 10 raw_dropped
+held=$(mrc_stat "$b" rmem_total)
+rcvbuf=$(sed -n 's/^rcvbuf //p' "$tmp/sink2.out")
+dropped="$(($(mrc_stat "$b" drop_conn_no_buffer) - nobuf0)) beyond the window, $(($(mrc_stat "$b" drop_rcvbuf) - rcvbuf0)) beyond the memory"
+echo "# raw flood: $res; sink SO_RCVBUF $rcvbuf; held $held bytes; dropped $dropped"
+mrc_check "raw flood: the peer connected and sent them all" "sent $n" "$res"
+mrc_check "raw flood: the receiver holds at most twice its buffer" ok \
+	"$([ "${held:-0}" -gt 0 ] && [ "$held" -le $((2 * ${rcvbuf:-0} + 65536)) ] && echo ok ||
+		echo "held ${held:-none} for SO_RCVBUF ${rcvbuf:-none}")"
+mrc_check "raw flood: the packets over it were dropped and counted" ok \
+	"$(raw_dropped && echo ok || echo "$dropped")"
+kill $sink 2>/dev/null
+wait $sink 2>/dev/null
 
 # A local user binds only the host's addresses and unprivileged ports (as
 # for TCP), and a listener bound to one address does not hear SYNs sent to

@@ -8,8 +8,9 @@ use std::mem::MaybeUninit;
 
 use mrc_core::mrc_cc::CcKind;
 use mrc_core::mrc_conn::{
-    self, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError, RemovePathError,
-    SendError, SendLimit, State, Transmit, MIN_TX_BUF, MSG_QUEUE, STREAM_MSG, WINDOW,
+    self, window_cost, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError,
+    RemovePathError, SendError, SendLimit, State, Transmit, MIN_TX_BUF, MIN_WINDOW_COST, MSG_QUEUE,
+    STREAM_MSG, WINDOW,
 };
 use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState, StateReason};
 use mrc_core::mrc_proto::{
@@ -254,10 +255,20 @@ fn messages(evs: &[Event]) -> Vec<(u64, u64, u32)> {
                 first_seq,
                 last_seq,
                 len,
+                ..
             } => Some((first_seq, last_seq, len)),
             _ => None,
         })
         .collect()
+}
+
+/// The payload bytes and the receive window of the messages among `evs`, as the application
+/// releases them once read.
+fn read_size(evs: &[Event]) -> (u64, u64) {
+    evs.iter().fold((0, 0), |(b, c), e| match *e {
+        Event::Message { len, cost, .. } => (b + u64::from(len), c + cost),
+        _ => (b, c),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1025,8 +1036,10 @@ fn release_with_part_of_a_message_resets() {
     client.send_message(3000).unwrap();
     let tx = drain(&mut client, MS);
     feed_all(&mut server, MS, &tx);
-    assert_eq!(messages(&events(&mut server)).len(), 1);
-    server.release_recv(3000);
+    let evs = events(&mut server);
+    assert_eq!(messages(&evs).len(), 1);
+    let (bytes, cost) = read_size(&evs);
+    server.release_recv(bytes, cost);
     server.release(2 * MS, false);
     assert_eq!(server.state(), State::FinWait);
     let out = drain(&mut server, 2 * MS);
@@ -1202,7 +1215,7 @@ fn reply_after_half_a_millisecond_carries_the_ack() {
 #[test]
 fn replies_do_not_withhold_the_window_edge() {
     let small = ConnConfig {
-        rcvbuf: 10_000,
+        rcvbuf: 10_240,
         ..ConnConfig::default()
     };
     let (mut client, mut server) = established_with(ConnConfig::default(), small);
@@ -1210,7 +1223,7 @@ fn replies_do_not_withhold_the_window_edge() {
     let mut ack_rounds = Vec::new();
     let mut least_room = u32::MAX;
     for round in 1..=12 {
-        client.send_message(1000).unwrap();
+        client.send_message(1024).unwrap();
         let req = drain(&mut client, now);
         assert_eq!(
             req.len(),
@@ -1219,8 +1232,10 @@ fn replies_do_not_withhold_the_window_edge() {
             client.peer_rwnd()
         );
         feed(&mut server, now, &req[0]);
-        assert_eq!(messages(&events(&mut server)).len(), 1);
-        server.release_recv(1000);
+        let evs = events(&mut server);
+        assert_eq!(messages(&evs).len(), 1);
+        let (bytes, cost) = read_size(&evs);
+        server.release_recv(bytes, cost);
         server.send_message(100).unwrap();
         let out = drain(&mut server, now);
         if out.iter().any(|p| kind(p) == PacketType::Ack) {
@@ -1234,10 +1249,10 @@ fn replies_do_not_withhold_the_window_edge() {
         least_room = least_room.min(client.peer_rwnd());
         now += 50 * US;
     }
-    // After 6000 bytes the known edge leaves 4000 (< 5000): the ACK of round 6 is kept
+    // After 6144 bytes the known edge leaves 4096 (< 5120): the ACK of round 6 is kept
     // and goes out with the next request's (every second packet), edge and all.
     assert_eq!(ack_rounds, vec![7]);
-    assert_eq!(least_room, 4000);
+    assert_eq!(least_room, 4096);
     assert_eq!(server.stats().acks_sent, 1);
 }
 
@@ -2096,7 +2111,8 @@ fn receive_window_limits_the_sender_and_reopens() {
         feed_all(&mut client, now + MS, &acks);
         now += 2 * MS;
     }
-    let delivered = messages(&events(&mut server));
+    let evs = events(&mut server);
+    let delivered = messages(&evs);
     assert_eq!(
         delivered.len(),
         2,
@@ -2105,7 +2121,9 @@ fn receive_window_limits_the_sender_and_reopens() {
     assert!(server.rwnd() < 4000);
     assert!(client.peer_rwnd() < 4000);
     // Reading reopens the window and the server says so at once.
-    server.release_recv(8000);
+    let (bytes, cost) = read_size(&evs);
+    assert_eq!(bytes, 8000);
+    server.release_recv(bytes, cost);
     let update = drain(&mut server, now);
     assert_eq!(update.len(), 1);
     assert_eq!(kind(&update[0]), PacketType::Ack);
@@ -2115,10 +2133,113 @@ fn receive_window_limits_the_sender_and_reopens() {
     assert!(more.iter().any(|p| kind(p) == PacketType::Data));
 }
 
+/// Empty and one-byte messages take the least window a packet takes, at both ends: a sender
+/// of small messages to a reader that reads nothing stops at the window, as a sender of large
+/// ones does, instead of sending hundreds of packets the receiver has no memory for.
+#[test]
+fn small_messages_take_the_least_window_a_packet_takes() {
+    for len in [0, 1, 100] {
+        let small = ConnConfig {
+            rcvbuf: 10 * MIN_WINDOW_COST,
+            ..ConnConfig::default()
+        };
+        let (mut client, mut server) = established_with(ConnConfig::default(), small);
+        for _ in 0..200 {
+            client.send_message(len).unwrap();
+        }
+        let mut now = MS;
+        let mut sent = 0;
+        for _ in 0..20 {
+            let data = drain(&mut client, now);
+            sent += data.iter().filter(|p| kind(p) == PacketType::Data).count();
+            feed_all(&mut server, now, &data);
+            server.on_timeout(now + MS);
+            let acks = drain(&mut server, now + MS);
+            feed_all(&mut client, now + MS, &acks);
+            now += 2 * MS;
+        }
+        let evs = events(&mut server);
+        assert_eq!(messages(&evs).len(), 10, "{len}-byte messages: ten fit");
+        assert_eq!(server.rwnd(), 0, "{len}-byte messages: the window is full");
+        // The sender stopped at the window, but for a window probe or two.
+        assert!(sent <= 12, "{len}-byte messages: {sent} DATA packets sent");
+        // Reading them gives the window back, and the rest follow.
+        let (bytes, cost) = read_size(&evs);
+        assert_eq!((bytes, cost), (10 * u64::from(len), 10 * window_cost(len)));
+        server.release_recv(bytes, cost);
+        assert_eq!(server.rwnd(), 10 * MIN_WINDOW_COST);
+        let update = drain(&mut server, now);
+        feed_all(&mut client, now, &update);
+        let more = drain(&mut client, now);
+        assert_eq!(
+            more.iter().filter(|p| kind(p) == PacketType::Data).count(),
+            10
+        );
+    }
+}
+
+/// A reader that stops reading for longer than the user timeout does not make the sender give
+/// up while it answers the window probes (RFC 1122, 4.2.2.17): a closed window is not a dead
+/// peer, even while a probe the receiver had no room for is outstanding.
+#[test]
+fn closed_window_answered_outlives_the_user_timeout() {
+    let small = ConnConfig {
+        rcvbuf: 4 * MSS as u32,
+        ..ConnConfig::default()
+    };
+    let cfg = ConnConfig::default();
+    let (mut client, mut server) = established_with(cfg, small);
+    for _ in 0..8 {
+        client.send_message(MSS as u32).unwrap();
+    }
+    let mut now = MS;
+    let until = now + 3 * cfg.user_timeout_ns;
+    let mut probes = 0;
+    while now < until {
+        client.on_timeout(now);
+        server.on_timeout(now);
+        let d = drain(&mut client, now);
+        probes += d.iter().filter(|p| kind(p) == PacketType::Data).count();
+        feed_all(&mut server, now, &d);
+        let a = drain(&mut server, now);
+        feed_all(&mut client, now, &a);
+        let next = [client.next_timeout(now), server.next_timeout(now)]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(now + MS);
+        now = next.max(now + 1);
+    }
+    assert_eq!(client.state(), State::Established, "after {probes} DATA packets");
+    // The probes back off (to the longest RTO), though every one is answered: before, each
+    // answer reset the backoff and the probe went out at the shortest RTO, 15,000 times here.
+    let wait_s = (until - MS) / 1_000_000_000;
+    assert!(
+        probes <= 4 + 2 * wait_s as usize,
+        "{probes} DATA packets in {wait_s} s"
+    );
+    // The reader reads: the rest arrives.
+    let evs = events(&mut server);
+    assert_eq!(messages(&evs).len(), 4);
+    let (bytes, cost) = read_size(&evs);
+    server.release_recv(bytes, cost);
+    for _ in 0..50 {
+        exchange(&mut client, &mut server, now);
+        server.on_timeout(now);
+        client.on_timeout(now);
+        now += MS;
+    }
+    assert_eq!(messages(&events(&mut server)).len(), 4);
+    assert!(client.all_acked());
+}
+
 #[test]
 fn closed_window_is_probed_after_lost_update() {
+    // A window of exactly one 3000-byte message: two full packets and a short one, which
+    // takes the least window a packet takes.
+    let one_msg = 2 * MSS as u64 + window_cost((3000 - 2 * MSS) as u32);
     let small = ConnConfig {
-        rcvbuf: 3000,
+        rcvbuf: one_msg as u32,
         max_msg: 3000,
         ..ConnConfig::default()
     };
@@ -2130,11 +2251,13 @@ fn closed_window_is_probed_after_lost_update() {
     exchange(&mut client, &mut server, now);
     server.on_timeout(now + MS);
     exchange(&mut client, &mut server, now + MS);
-    assert_eq!(messages(&events(&mut server)).len(), 1);
+    let evs = events(&mut server);
+    assert_eq!(messages(&evs).len(), 1);
     assert_eq!(client.peer_rwnd(), 0);
     assert!(client.all_acked() || client.bytes_unacked() == 0);
     // The window update is lost.
-    server.release_recv(3000);
+    let (bytes, cost) = read_size(&evs);
+    server.release_recv(bytes, cost);
     let _lost = drain(&mut server, now + MS);
     // The sender probes the window after an RTO, without giving up.
     let mut probes = 0;
@@ -2384,8 +2507,8 @@ fn run_pair(
     for _ in 0..10_000_000 {
         for _ in 0..1000 {
             for e in events(server) {
-                if let Event::Message { len, .. } = e {
-                    server.release_recv(u64::from(len));
+                if let Event::Message { len, cost, .. } = e {
+                    server.release_recv(u64::from(len), cost);
                 }
             }
             let x = drain(client, now);
@@ -3466,7 +3589,7 @@ fn random_packets_never_panic() {
                 let _ = target.send_message((rnd() % 5000) as u32);
             }
             if rnd() % 7 == 0 {
-                target.release_recv(rnd() % 10_000);
+                target.release_recv(rnd() % 10_000, rnd() % 20_000);
             }
             let _ = drain(target, now);
             let _ = events(target);
@@ -3543,8 +3666,8 @@ fn connections_built_in_place_behave_as_new() {
             exchange(&mut client, &mut server, now);
             for c in [&mut client, &mut server] {
                 for ev in events(c) {
-                    if let Event::Message { len, .. } = ev {
-                        c.release_recv(u64::from(len));
+                    if let Event::Message { len, cost, .. } = ev {
+                        c.release_recv(u64::from(len), cost);
                     }
                 }
                 c.on_timeout(now);

@@ -285,6 +285,8 @@ struct Peer {
     delivered: Vec<Vec<u8>>,
     /// Delivered bytes not yet released.
     unread: u64,
+    /// The receive window those bytes' packets took.
+    unread_cost: u64,
     last_msg_seq: Option<u64>,
     connected_seen: bool,
     peer_fin_seen: bool,
@@ -403,6 +405,7 @@ impl Peer {
             ever_stored: HashSet::new(),
             delivered: Vec::new(),
             unread: 0,
+            unread_cost: 0,
             last_msg_seq: None,
             connected_seen: false,
             peer_fin_seen: false,
@@ -805,6 +808,7 @@ impl World {
                 first_seq,
                 last_seq,
                 len,
+                cost,
             } => {
                 assert!(p.connected_seen, "{name}: message before Connected");
                 assert!(
@@ -836,6 +840,7 @@ impl World {
                 }
                 assert_eq!(msg.len(), len as usize, "{name}: message length");
                 p.unread += u64::from(len);
+                p.unread_cost += cost;
                 p.delivered.push(msg);
             }
             Event::PeerFin => {
@@ -1264,9 +1269,16 @@ impl World {
             Op::Release { on, bytes } => {
                 let i = self.target(*on);
                 let p = &mut self.peers[i];
-                let n = bytes.unwrap_or(p.unread);
-                p.conn.release_recv(n);
-                p.unread -= n.min(p.unread);
+                let n = bytes.unwrap_or(p.unread).min(p.unread);
+                // A part of what was read gives back its share of the window.
+                let cost = if n == p.unread {
+                    p.unread_cost
+                } else {
+                    p.unread_cost * n / p.unread
+                };
+                p.conn.release_recv(n, cost);
+                p.unread -= n;
+                p.unread_cost -= cost;
             }
             Op::Close(t) => {
                 let i = self.target(*t);
@@ -1375,8 +1387,9 @@ impl World {
             }
             for i in 0..2 {
                 let p = &mut self.peers[i];
-                p.conn.release_recv(p.unread);
+                p.conn.release_recv(p.unread, p.unread_cost);
                 p.unread = 0;
+                p.unread_cost = 0;
             }
             self.pump_all();
             self.check_all();

@@ -389,7 +389,7 @@ pub struct Node {
     /// When each delivered message was delivered, in order.
     pub received_at: Vec<u64>,
     /// Delivered messages not yet read: (readable at, length).
-    unread: VecDeque<(u64, u32)>,
+    unread: VecDeque<(u64, u32, u64)>,
     /// Every event other than messages, in order.
     pub events: Vec<Event>,
     /// Whether `close` has been called.
@@ -877,6 +877,7 @@ impl Sim {
                     first_seq,
                     last_seq,
                     len,
+                    cost,
                 } => {
                     let node = &mut self.nodes[i];
                     let mut msg = Vec::with_capacity(len as usize);
@@ -897,7 +898,7 @@ impl Sim {
                     node.received.push(Digest::of(&msg));
                     node.received_at.push(now);
                     let at = now + self.cfg.reader_delay_ns;
-                    node.unread.push_back((at, len));
+                    node.unread.push_back((at, len, cost));
                     if self.cfg.reader_delay_ns > 0 {
                         self.push(at, Ev::Read { node: i });
                     }
@@ -915,12 +916,12 @@ impl Sim {
         // The application reads.
         {
             let node = &mut self.nodes[i];
-            while let Some(&(at, len)) = node.unread.front() {
+            while let Some(&(at, len, cost)) = node.unread.front() {
                 if at > now {
                     break;
                 }
                 node.unread.pop_front();
-                node.conn.release_recv(u64::from(len));
+                node.conn.release_recv(u64::from(len), cost);
             }
         }
         // The application sends.
