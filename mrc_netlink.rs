@@ -91,9 +91,8 @@ pub(crate) fn genl_param_get(info: &GenlInfo) -> Result {
 /// `param-set`: changes the given tunables; the policy has checked ranges.
 /// Nothing changes unless every given value is valid.
 pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_PARAMS_MAX;
     let p = &info.mrc_net().params;
-    let cc = match info.attr(nl::MRC_A_PARAMS_CC, MAX) {
+    let cc = match info.attr(nl::MRC_A_PARAMS_CC) {
         None => None,
         Some(raw) => {
             let name = raw.split(|b| *b == 0).next().unwrap_or(&[]);
@@ -101,7 +100,6 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
             if kind.is_none() {
                 info.set_bad_attr(
                     nl::MRC_A_PARAMS_CC,
-                    MAX,
                     c_str!("unknown congestion control: use delay or reno"),
                 );
                 return Err(EINVAL);
@@ -118,7 +116,7 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
         (nl::MRC_A_PARAMS_SYN_RETRY_PCT, &p.syn_retry_pct),
     ];
     for (attr, field) in fields {
-        if let Some(v) = info.attr_u32(attr, MAX) {
+        if let Some(v) = info.attr_u32(attr) {
             field.store(v, Ordering::Relaxed);
         }
     }
@@ -130,8 +128,7 @@ pub(crate) fn genl_param_set(info: &GenlInfo) -> Result {
 
 /// Parses the endpoint address attribute (4 or 16 bytes) of a request.
 fn endpoint_addr(info: &GenlInfo) -> Result<IpAddr> {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
-    let Some(raw) = info.attr(nl::MRC_A_ENDPOINT_ADDR, MAX) else {
+    let Some(raw) = info.attr(nl::MRC_A_ENDPOINT_ADDR) else {
         info.set_err_msg(c_str!("missing endpoint address"));
         return Err(EINVAL);
     };
@@ -142,7 +139,6 @@ fn endpoint_addr(info: &GenlInfo) -> Result<IpAddr> {
     } else {
         info.set_bad_attr(
             nl::MRC_A_ENDPOINT_ADDR,
-            MAX,
             c_str!("endpoint address must be 4 (IPv4) or 16 (IPv6) bytes"),
         );
         Err(EINVAL)
@@ -151,20 +147,14 @@ fn endpoint_addr(info: &GenlInfo) -> Result<IpAddr> {
 
 /// `endpoint-add`: offers a local address to new connections.
 pub(crate) fn genl_endpoint_add(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
     let ep = Endpoint {
         addr: endpoint_addr(info)?,
-        ifindex: info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX).unwrap_or(0),
-        flags: info.attr_u32(nl::MRC_A_ENDPOINT_FLAGS, MAX).unwrap_or(0)
-            & nl::MRC_ENDPOINT_FLAGS_BACKUP,
+        ifindex: info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX).unwrap_or(0),
+        flags: info.attr_u32(nl::MRC_A_ENDPOINT_FLAGS).unwrap_or(0) & nl::MRC_ENDPOINT_FLAGS_BACKUP,
     };
     let mut table = info.mrc_net().endpoints.lock();
     if table.slots.iter().flatten().any(|e| e.addr == ep.addr) {
-        info.set_bad_attr(
-            nl::MRC_A_ENDPOINT_ADDR,
-            MAX,
-            c_str!("endpoint already exists"),
-        );
+        info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, c_str!("endpoint already exists"));
         return Err(EEXIST);
     }
     let Some(free) = table.slots.iter_mut().find(|s| s.is_none()) else {
@@ -183,16 +173,15 @@ pub(crate) fn genl_endpoint_add(info: &GenlInfo) -> Result {
 
 /// `endpoint-del`: withdraws a local address from new connections.
 pub(crate) fn genl_endpoint_del(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_ENDPOINT_MAX;
     let addr = endpoint_addr(info)?;
-    let ifindex = info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX, MAX);
+    let ifindex = info.attr_u32(nl::MRC_A_ENDPOINT_IFINDEX);
     let mut table = info.mrc_net().endpoints.lock();
     let Some(slot) = table
         .slots
         .iter_mut()
         .find(|s| s.is_some_and(|e| e.addr == addr && ifindex.map_or(true, |i| i == e.ifindex)))
     else {
-        info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, MAX, c_str!("no such endpoint"));
+        info.set_bad_attr(nl::MRC_A_ENDPOINT_ADDR, c_str!("no such endpoint"));
         return Err(ENOENT);
     };
     let Some(ep) = slot.take() else {
@@ -345,10 +334,9 @@ pub(crate) fn genl_conn_dump(net: &MrcNet, dump: &mut GenlDump) -> Result {
 
 /// `conn-get` do: one connection, by session id or socket cookie.
 pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
-    const MAX: u32 = nl::MRC_A_CONN_MAX;
     let net = info.mrc_net();
-    let sid = info.attr_uint(nl::MRC_A_CONN_SESSION_ID, MAX);
-    let cookie = info.attr_uint(nl::MRC_A_CONN_COOKIE, MAX);
+    let sid = info.attr_uint(nl::MRC_A_CONN_SESSION_ID);
+    let cookie = info.attr_uint(nl::MRC_A_CONN_COOKIE);
     if sid.is_some() == cookie.is_some() {
         info.set_err_msg(c_str!("give exactly one of session-id and cookie"));
         return Err(EINVAL);
@@ -377,7 +365,7 @@ pub(crate) fn genl_conn_get(info: &GenlInfo) -> Result {
         } else {
             nl::MRC_A_CONN_COOKIE
         };
-        info.set_bad_attr(attr, MAX, c_str!("no such connection"));
+        info.set_bad_attr(attr, c_str!("no such connection"));
         return Err(ENOENT);
     };
     info.reply(nl::MRC_CMD_CONN_GET, |m| {

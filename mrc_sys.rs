@@ -3224,34 +3224,33 @@ pub(crate) mod nl {
         MRC_A_CONN_COUNTERS_RCV_DROPPED, MRC_A_CONN_COUNTERS_RETRANSMITS, MRC_A_CONN_COUNTERS_RTOS,
         MRC_A_CONN_COUNTERS_RTO_LOSSES, MRC_A_CONN_COUNTERS_SPURIOUS_HEDGES,
         MRC_A_CONN_COUNTERS_SPURIOUS_LOSSES, MRC_A_CONN_COUNTERS_WINDOW_PROBES, MRC_A_CONN_ERROR,
-        MRC_A_CONN_GENERATION, MRC_A_CONN_LOCAL_ADDR, MRC_A_CONN_LOCAL_PORT, MRC_A_CONN_MAX,
-        MRC_A_CONN_PATH, MRC_A_CONN_REMOTE_ADDR, MRC_A_CONN_REMOTE_PORT, MRC_A_CONN_RX_BYTES,
-        MRC_A_CONN_SEND_TIME, MRC_A_CONN_SESSION_ID, MRC_A_CONN_STATE, MRC_A_CONN_TIME_IN_STATE_NS,
-        MRC_A_CONN_TX_BYTES, MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
+        MRC_A_CONN_GENERATION, MRC_A_CONN_LOCAL_ADDR, MRC_A_CONN_LOCAL_PORT, MRC_A_CONN_PATH,
+        MRC_A_CONN_REMOTE_ADDR, MRC_A_CONN_REMOTE_PORT, MRC_A_CONN_RX_BYTES, MRC_A_CONN_SEND_TIME,
+        MRC_A_CONN_SESSION_ID, MRC_A_CONN_STATE, MRC_A_CONN_TIME_IN_STATE_NS, MRC_A_CONN_TX_BYTES,
+        MRC_A_DROPS_BAD_BODY, MRC_A_DROPS_BAD_CHECKSUM, MRC_A_DROPS_BAD_FLAGS,
         MRC_A_DROPS_BAD_HANDSHAKE, MRC_A_DROPS_BAD_MAGIC, MRC_A_DROPS_BAD_SACK,
         MRC_A_DROPS_BAD_TOKEN, MRC_A_DROPS_BAD_VERSION, MRC_A_DROPS_LENGTH_MISMATCH,
         MRC_A_DROPS_NO_MEMORY, MRC_A_DROPS_NO_SESSION, MRC_A_DROPS_RCVBUF, MRC_A_DROPS_RMEM_MAX,
         MRC_A_DROPS_SHORT, MRC_A_DROPS_SOCK_BACKLOG, MRC_A_DROPS_UDP_CHECKSUM,
         MRC_A_DROPS_UNKNOWN_TYPE, MRC_A_DROPS_WRONG_SOURCE, MRC_A_ENDPOINT_ADDR,
         MRC_A_ENDPOINT_FLAGS, MRC_A_ENDPOINT_GENERATION, MRC_A_ENDPOINT_IFINDEX,
-        MRC_A_ENDPOINT_MAX, MRC_A_EVENT_COOKIE, MRC_A_EVENT_ERROR, MRC_A_EVENT_IFINDEX,
-        MRC_A_EVENT_LOCAL_ADDR, MRC_A_EVENT_LOCAL_PORT, MRC_A_EVENT_NEW_STATE,
-        MRC_A_EVENT_OLD_STATE, MRC_A_EVENT_PATH_ID, MRC_A_EVENT_PATH_REMOTE_ADDR,
-        MRC_A_EVENT_PATH_SPORT, MRC_A_EVENT_PLANE, MRC_A_EVENT_REASON, MRC_A_EVENT_REMOTE_ADDR,
-        MRC_A_EVENT_REMOTE_PORT, MRC_A_EVENT_SESSION_ID, MRC_A_EVENT_TIMESTAMP_NS, MRC_A_PARAMS_CC,
+        MRC_A_EVENT_COOKIE, MRC_A_EVENT_ERROR, MRC_A_EVENT_IFINDEX, MRC_A_EVENT_LOCAL_ADDR,
+        MRC_A_EVENT_LOCAL_PORT, MRC_A_EVENT_NEW_STATE, MRC_A_EVENT_OLD_STATE, MRC_A_EVENT_PATH_ID,
+        MRC_A_EVENT_PATH_REMOTE_ADDR, MRC_A_EVENT_PATH_SPORT, MRC_A_EVENT_PLANE,
+        MRC_A_EVENT_REASON, MRC_A_EVENT_REMOTE_ADDR, MRC_A_EVENT_REMOTE_PORT,
+        MRC_A_EVENT_SESSION_ID, MRC_A_EVENT_TIMESTAMP_NS, MRC_A_PARAMS_CC,
         MRC_A_PARAMS_DATA_PER_IDLE_PROBE, MRC_A_PARAMS_EV_PER_PLANE, MRC_A_PARAMS_HEARTBEAT_MS,
-        MRC_A_PARAMS_MAX, MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_SYN_RETRY_PCT,
-        MRC_A_PARAMS_USER_TIMEOUT_MS, MRC_A_PATH_BACKUP, MRC_A_PATH_BYTES_ACKED,
-        MRC_A_PATH_BYTES_LOST, MRC_A_PATH_BYTES_RETRANS, MRC_A_PATH_BYTES_SENT, MRC_A_PATH_CWND,
-        MRC_A_PATH_EV, MRC_A_PATH_ID, MRC_A_PATH_IN_FLIGHT, MRC_A_PATH_LOCAL_ADDR,
-        MRC_A_PATH_LOCAL_PORT, MRC_A_PATH_MIN_RTT_NS, MRC_A_PATH_PACKETS_ACKED,
-        MRC_A_PATH_PACKETS_LOST, MRC_A_PATH_PACKETS_RETRANS, MRC_A_PATH_PACKETS_SENT,
-        MRC_A_PATH_PLANE, MRC_A_PATH_PROBES_MISSED, MRC_A_PATH_PROBES_SENT, MRC_A_PATH_REMOTE_ADDR,
-        MRC_A_PATH_REMOTE_PORT, MRC_A_PATH_RTTVAR_NS, MRC_A_PATH_SRTT_NS, MRC_A_PATH_STATE,
-        MRC_A_PATH_TIME_IN_STATE_NS, MRC_A_SEND_TIME_APP, MRC_A_SEND_TIME_CWND,
-        MRC_A_SEND_TIME_NO_PATH, MRC_A_SEND_TIME_PACING, MRC_A_SEND_TIME_RING,
-        MRC_A_SEND_TIME_RWND, MRC_A_SEND_TIME_SCHED, MRC_A_SEND_TIME_SENDING, MRC_A_STATS_CONNS,
-        MRC_A_STATS_CONNS_FAILED, MRC_A_STATS_CONNS_OPENED, MRC_A_STATS_DROPS,
+        MRC_A_PARAMS_MISS_THRESHOLD, MRC_A_PARAMS_SYN_RETRY_PCT, MRC_A_PARAMS_USER_TIMEOUT_MS,
+        MRC_A_PATH_BACKUP, MRC_A_PATH_BYTES_ACKED, MRC_A_PATH_BYTES_LOST, MRC_A_PATH_BYTES_RETRANS,
+        MRC_A_PATH_BYTES_SENT, MRC_A_PATH_CWND, MRC_A_PATH_EV, MRC_A_PATH_ID, MRC_A_PATH_IN_FLIGHT,
+        MRC_A_PATH_LOCAL_ADDR, MRC_A_PATH_LOCAL_PORT, MRC_A_PATH_MIN_RTT_NS,
+        MRC_A_PATH_PACKETS_ACKED, MRC_A_PATH_PACKETS_LOST, MRC_A_PATH_PACKETS_RETRANS,
+        MRC_A_PATH_PACKETS_SENT, MRC_A_PATH_PLANE, MRC_A_PATH_PROBES_MISSED,
+        MRC_A_PATH_PROBES_SENT, MRC_A_PATH_REMOTE_ADDR, MRC_A_PATH_REMOTE_PORT,
+        MRC_A_PATH_RTTVAR_NS, MRC_A_PATH_SRTT_NS, MRC_A_PATH_STATE, MRC_A_PATH_TIME_IN_STATE_NS,
+        MRC_A_SEND_TIME_APP, MRC_A_SEND_TIME_CWND, MRC_A_SEND_TIME_NO_PATH, MRC_A_SEND_TIME_PACING,
+        MRC_A_SEND_TIME_RING, MRC_A_SEND_TIME_RWND, MRC_A_SEND_TIME_SCHED, MRC_A_SEND_TIME_SENDING,
+        MRC_A_STATS_CONNS, MRC_A_STATS_CONNS_FAILED, MRC_A_STATS_CONNS_OPENED, MRC_A_STATS_DROPS,
         MRC_A_STATS_ECN_CE_PACKETS, MRC_A_STATS_ECN_ECHOES, MRC_A_STATS_RETRANS_PACKETS,
         MRC_A_STATS_RX_BYTES, MRC_A_STATS_RX_PACKETS, MRC_A_STATS_TX_AMP_LIMITED,
         MRC_A_STATS_TX_BYTES, MRC_A_STATS_TX_PACKETS, MRC_A_STATS_TX_RETRY, MRC_A_STATS_TX_RST,
@@ -3315,36 +3314,76 @@ static GENL_MCGRPS: StaticCell<[bindings::genl_multicast_group; 1]> = StaticCell
 ///
 /// # Invariants
 ///
-/// `0` is the `genl_info` of a request whose handler is running; `1` says
-/// whether its sender had `CAP_NET_ADMIN` in the namespace's user namespace.
-pub(crate) struct GenlInfo(NonNull<bindings::genl_info>, bool);
+/// `info` is the `genl_info` of a request whose `doit` handler is running;
+/// its `attrs` is null or holds `maxattr + 1` entries, each null or an
+/// attribute validated by the command's policy. `net_admin` says whether
+/// the sender had `CAP_NET_ADMIN` in the namespace's user namespace.
+pub(crate) struct GenlInfo {
+    info: NonNull<bindings::genl_info>,
+    net_admin: bool,
+    maxattr: u32,
+}
+
+/// The largest attribute id of the policy that the `doit` of command `cmd`
+/// parses requests with: the generic netlink core hands that `doit` an
+/// attribute table (`genl_info::attrs`) of this many entries plus one, or
+/// none when it is 0 (no policy).
+fn doit_maxattr(cmd: u8) -> u32 {
+    // SAFETY: `mrc_nl_ops` is the generated ops table, constant and never
+    // written.
+    let ops = unsafe { &*ptr::addr_of!(bindings::mrc_nl_ops) };
+    ops.iter()
+        .find(|op| op.cmd == cmd && u32::from(op.flags) & bindings::MRC_GENL_CMD_CAP_DO != 0)
+        .map_or(0, |op| op.maxattr)
+}
 
 impl GenlInfo {
+    /// Wraps the `genl_info` of a running `doit`.
+    ///
+    /// # Safety
+    ///
+    /// `skb` and `info` must be the message and the `genl_info` of a request
+    /// whose `doit` handler of our family is running, and outlive the
+    /// returned object.
+    unsafe fn from_raw(skb: *mut bindings::sk_buff, info: *mut bindings::genl_info) -> Self {
+        // SAFETY: the caller passes a valid `info` of a running request, whose
+        // `genlhdr` is the header the core dispatched on, and its message.
+        let (cmd, net_admin) =
+            unsafe { ((*(*info).genlhdr).cmd, bindings::mrc_netlink_net_admin(skb)) };
+        Self {
+            // SAFETY: the caller passes a valid, hence non-null, `info`.
+            info: unsafe { NonNull::new_unchecked(info) },
+            net_admin,
+            // The core parsed the request with the policy of the `doit` of
+            // `cmd` in our ops table (`genl_get_cmd_split`), into a table of
+            // that op's `maxattr + 1` entries (type invariant).
+            maxattr: doit_maxattr(cmd),
+        }
+    }
+
     /// Whether the requester may see what identifies a connection on the
     /// wire (`CAP_NET_ADMIN` over the namespace, as `GENL_UNS_ADMIN_PERM`).
     pub(crate) fn net_admin(&self) -> bool {
-        self.1
+        self.net_admin
     }
 
     /// The MRC state of the requester's network namespace.
     pub(crate) fn mrc_net(&self) -> &crate::mrc_net::MrcNet {
         // SAFETY: the family is registered only while the pernet subsystem
         // is, and the requester's namespace is alive during the request.
-        unsafe { pernet_state(bindings::mrc_genl_info_net(self.0.as_ptr())) }
+        unsafe { pernet_state(bindings::mrc_genl_info_net(self.info.as_ptr())) }
     }
 
-    /// Raw attribute `id` of the request, if present.
-    ///
-    /// `max` is the largest attribute of the command's policy (the generated
-    /// `maxattr`), which sizes the parsed attribute table.
-    fn raw_attr(&self, id: u32, max: u32) -> Option<NonNull<bindings::nlattr>> {
-        if id > max {
+    /// Raw attribute `id` of the request, if present: `None` too for an id
+    /// beyond the command's policy, which the request cannot carry.
+    fn raw_attr(&self, id: u32) -> Option<NonNull<bindings::nlattr>> {
+        if id > self.maxattr {
             return None;
         }
-        // SAFETY: `attrs` of a request parsed with a policy of `max` has
-        // `max + 1` entries, each null or a validated attribute.
+        // SAFETY: `attrs` is null or has `maxattr + 1` entries, each null or
+        // a validated attribute (type invariant), and `id <= maxattr`.
         unsafe {
-            let attrs = (*self.0.as_ptr()).attrs;
+            let attrs = (*self.info.as_ptr()).attrs;
             if attrs.is_null() {
                 return None;
             }
@@ -3352,10 +3391,10 @@ impl GenlInfo {
         }
     }
 
-    /// Payload of attribute `id` of the request, if present; see
-    /// [`Self::raw_attr`] for `max`. The policy has checked its type and length.
-    pub(crate) fn attr(&self, id: u32, max: u32) -> Option<&[u8]> {
-        let nla = self.raw_attr(id, max)?.as_ptr();
+    /// Payload of attribute `id` of the request, if present. The policy has
+    /// checked its type and length.
+    pub(crate) fn attr(&self, id: u32) -> Option<&[u8]> {
+        let nla = self.raw_attr(id)?.as_ptr();
         // SAFETY: a validated attribute holds `nla_len` bytes, header
         // included, inside the request, which outlives `self`.
         unsafe {
@@ -3368,15 +3407,15 @@ impl GenlInfo {
     }
 
     /// `u32` attribute `id` of the request, if present.
-    pub(crate) fn attr_u32(&self, id: u32, max: u32) -> Option<u32> {
+    pub(crate) fn attr_u32(&self, id: u32) -> Option<u32> {
         Some(u32::from_ne_bytes(
-            self.attr(id, max)?.get(..4)?.try_into().ok()?,
+            self.attr(id)?.get(..4)?.try_into().ok()?,
         ))
     }
 
     /// Returns the value of `uint` attribute `id` (4 or 8 bytes).
-    pub(crate) fn attr_uint(&self, id: u32, max: u32) -> Option<u64> {
-        let a = self.attr(id, max)?;
+    pub(crate) fn attr_uint(&self, id: u32) -> Option<u64> {
+        let a = self.attr(id)?;
         match a.len() {
             4 => Some(u64::from(u32::from_ne_bytes(a.try_into().ok()?))),
             8 => Some(u64::from_ne_bytes(a.try_into().ok()?)),
@@ -3385,14 +3424,14 @@ impl GenlInfo {
     }
 
     /// Reports attribute `id` as the cause of an error, with `msg`.
-    pub(crate) fn set_bad_attr(&self, id: u32, max: u32, msg: &'static CStr) {
+    pub(crate) fn set_bad_attr(&self, id: u32, msg: &'static CStr) {
         self.set_err_msg(msg);
-        let Some(nla) = self.raw_attr(id, max) else {
+        let Some(nla) = self.raw_attr(id) else {
             return;
         };
         // SAFETY: `extack` of a running request is valid or null.
         unsafe {
-            let extack = (*self.0.as_ptr()).extack;
+            let extack = (*self.info.as_ptr()).extack;
             if !extack.is_null() {
                 (*extack).bad_attr = nla.as_ptr();
             }
@@ -3403,7 +3442,7 @@ impl GenlInfo {
     pub(crate) fn notify(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
         // SAFETY: the requester's namespace is alive during the request.
         notify(
-            unsafe { bindings::mrc_genl_info_net(self.0.as_ptr()) },
+            unsafe { bindings::mrc_genl_info_net(self.info.as_ptr()) },
             cmd,
             fill,
         );
@@ -3413,7 +3452,7 @@ impl GenlInfo {
     pub(crate) fn set_err_msg(&self, msg: &'static CStr) {
         // SAFETY: `extack` of a running request is valid or null.
         unsafe {
-            let extack = (*self.0.as_ptr()).extack;
+            let extack = (*self.info.as_ptr()).extack;
             if !extack.is_null() {
                 (*extack)._msg = msg.as_char_ptr().cast();
             }
@@ -3425,7 +3464,7 @@ impl GenlInfo {
         // SAFETY: allocating in a process-context handler.
         let skb = NonNull::new(unsafe { bindings::mrc_genlmsg_new() }).ok_or(ENOMEM)?;
         let mut msg = GenlMsg(skb);
-        let info = self.0.as_ptr();
+        let info = self.info.as_ptr();
         // SAFETY: `skb` is a fresh message; `info` and the family are valid.
         let hdr = unsafe {
             bindings::genlmsg_put(
@@ -3675,13 +3714,9 @@ unsafe fn genl_do(
     info: *mut bindings::genl_info,
     handler: fn(&GenlInfo) -> Result,
 ) -> c_int {
-    // SAFETY: the caller passes the request's message and valid `info`.
-    let info = unsafe {
-        GenlInfo(
-            NonNull::new_unchecked(info),
-            bindings::mrc_netlink_net_admin(skb),
-        )
-    };
+    // SAFETY: the caller passes the message and `info` of the running
+    // request of one of our `doit`s, which outlive this call.
+    let info = unsafe { GenlInfo::from_raw(skb, info) };
     match handler(&info) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),

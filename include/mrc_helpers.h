@@ -36,6 +36,8 @@ enum {
 	MRC_SKB_CB_LEN = sizeof_field(struct sk_buff, cb),
 	/* Joining the events group needs CAP_NET_ADMIN (a BIT() macro). */
 	MRC_GENL_MCAST_CAP_NET_ADMIN = GENL_MCAST_CAP_NET_ADMIN,
+	/* An entry of a split ops table that is a doit (a BIT() macro). */
+	MRC_GENL_CMD_CAP_DO = GENL_CMD_CAP_DO,
 };
 
 struct dst_entry;
