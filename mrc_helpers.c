@@ -364,7 +364,6 @@ void mrc_init_work(struct work_struct *w, work_func_t fn) { INIT_WORK(w, fn); }
 struct workqueue_struct *mrc_alloc_workqueue(void) { return alloc_workqueue("mrc", 0, 0); }
 unsigned char *mrc_skb_pull(struct sk_buff *skb, unsigned int len) { return skb_pull(skb, len); }
 void mrc_skb_clean(struct sk_buff *skb) { skb_orphan(skb); skb_dst_drop(skb); nf_reset_ct(skb); }
-struct sk_buff *mrc_skb_peek(struct sk_buff_head *q) { return skb_peek(q); }
 u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockless(q); }
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
 void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
@@ -380,6 +379,28 @@ void mrc_skb_queue_splice_tail(struct sk_buff_head *list, struct sk_buff_head *q
 	skb_queue_splice_tail_init(list, q);
 	spin_unlock_irqrestore(&q->lock, flags);
 }
+
+/*
+ * The packet of @q after @skb, a packet of @q (the first packet if @skb is
+ * NULL), or NULL at the end; and in *@last the queue's last packet then.
+ * Read under the queue's lock, against appends that link new packets
+ * after the last one.
+ */
+struct sk_buff *mrc_skb_queue_next(struct sk_buff_head *q, struct sk_buff *skb,
+				   struct sk_buff **last)
+{
+	struct sk_buff *next;
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	next = skb ? skb->next : q->next;
+	if (next == (struct sk_buff *)q)
+		next = NULL;
+	*last = skb_peek_tail(q);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return next;
+}
+
 /* The socket's cookie, allocated on first use as SO_COOKIE and sock_diag
  * do (__sock_gen_cookie itself is not exported).
  */

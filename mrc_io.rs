@@ -131,12 +131,12 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
     if flags & msg_flags::OOB != 0 {
         return Err(err::not_supported());
     }
-    let guard = sk.lock();
+    let mut guard = sk.lock();
     mrc_sock::recv_ready(sk)?;
     if sk.is_stream() {
-        recv_stream(sk, &guard, msg, len, flags)
+        recv_stream(sk, &mut guard, msg, len, flags)
     } else {
-        recv_message(sk, &guard, msg, len, flags)
+        recv_message(sk, &mut guard, msg, len, flags)
     }
 }
 
@@ -145,7 +145,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
 /// message's real length is returned).
 fn recv_message(
     sk: &Sock,
-    guard: &SockGuard<'_>,
+    guard: &mut SockGuard<'_>,
     msg: &mut Msg,
     len: usize,
     flags: i32,
@@ -168,13 +168,13 @@ fn recv_message(
     let mut res = Ok(());
     let mut first = true;
     if peek {
-        sk.queue_walk(guard, |skb| {
+        guard.queue_walk(|skb| {
             let last = marks(skb, &mut first, &mut msg_len);
             res = res.and_then(|()| copy_part(msg, skb, want, &mut copied));
             !last
         });
     } else {
-        while let Some(skb) = sk.queue_dequeue() {
+        while let Some(skb) = guard.queue_dequeue() {
             let last = marks(&skb, &mut first, &mut msg_len);
             cost += window_cost(skb.len());
             res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
@@ -220,7 +220,7 @@ fn copy_part(msg: &mut Msg, skb: &SkBuff, want: u32, copied: &mut u32) -> Result
 /// `SOCK_STREAM` receive: up to `len` bytes.
 fn recv_stream(
     sk: &Sock,
-    guard: &SockGuard<'_>,
+    guard: &mut SockGuard<'_>,
     msg: &mut Msg,
     len: usize,
     flags: i32,
@@ -240,7 +240,7 @@ fn recv_stream(
         let mut whole = 0u32;
         let mut cost = 0u64;
         let before = copied;
-        sk.queue_walk(guard, |skb| {
+        guard.queue_walk(|skb| {
             let n = skb
                 .len()
                 .saturating_sub(off)
@@ -263,7 +263,7 @@ fn recv_stream(
         });
         if !peek {
             for _ in 0..whole {
-                drop(sk.queue_dequeue());
+                drop(guard.queue_dequeue());
             }
             if copied > before || whole > 0 {
                 consumed(sk, (copied - before) as u32, cost, off);
@@ -300,14 +300,14 @@ fn recv_stream(
 /// unread bytes; the next message's length on a `SOCK_SEQPACKET` socket),
 /// `SIOCOUTQ` the bytes queued and not yet acknowledged.
 pub(crate) fn ioctl(sk: &Sock, cmd: u32) -> Result<i32> {
-    let guard = sk.lock();
+    let mut guard = sk.lock();
     let (unread, unacked) = mrc_sock::queued_bytes(sk);
     let val = match cmd {
         ioctl_cmd::INQ if sk.is_stream() => unread,
         ioctl_cmd::INQ => {
             let mut len = 0;
             let mut first = true;
-            sk.queue_walk(&guard, |skb| {
+            guard.queue_walk(|skb| {
                 marks(skb, &mut first, &mut len);
                 false
             });

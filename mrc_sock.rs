@@ -1097,7 +1097,7 @@ pub(crate) fn timer(sk: &Sock) {
 /// The socket's work item (process context): a listener finishes the
 /// handshakes of queued SYNs; an orphan whose connection is over is reaped.
 pub(crate) fn work(sk: &Sock) {
-    let _guard = sk.lock();
+    let guard = sk.lock();
     let (mode, reap) = {
         let inner = sk.state().inner.lock();
         (
@@ -1106,7 +1106,7 @@ pub(crate) fn work(sk: &Sock) {
         )
     };
     if mode == Mode::Listening {
-        while let Some(skb) = sk.queue_dequeue() {
+        while let Some(skb) = guard.queue_dequeue() {
             if let Err(e) = new_connection(sk, skb) {
                 pr_debug!("incoming connection dropped: {:?}\n", e);
                 sk.state().inner.lock().children -= 1;
@@ -1114,6 +1114,7 @@ pub(crate) fn work(sk: &Sock) {
         }
     } else if reap {
         destroy(sk);
+        guard.queue_purge();
     }
 }
 
@@ -1349,7 +1350,9 @@ pub(crate) fn endpoint(ip: IpAddr, udp_port: u16, backup: bool) -> Endpoint {
 }
 
 /// Unregisters a connection and frees its buffers (process context, socket
-/// lock held or the socket unreachable by users). Idempotent.
+/// lock held or the socket unreachable by users). Idempotent. The receive
+/// queue, which only the socket lock's holder may purge, is purged by the
+/// callers that hold it, or freed with the socket.
 fn destroy(sk: &Sock) {
     let (sid, sess) = {
         let mut inner = sk.state().inner.lock();
@@ -1367,7 +1370,6 @@ fn destroy(sk: &Sock) {
     if let Some(sid) = sid {
         sk.mrc_net().remove_session(sid, sk);
     }
-    sk.queue_purge();
     drop(sess);
 }
 
@@ -1812,7 +1814,7 @@ pub(crate) fn release(sk: &Sock) {
                 inner.aq_len = 0;
                 core::mem::take(&mut inner.acceptq)
             };
-            sk.queue_purge();
+            guard.queue_purge();
             for child in pending.iter().flatten() {
                 with_conn(child, |inner, now| {
                     inner.orphan = true;
@@ -1865,6 +1867,9 @@ pub(crate) fn release(sk: &Sock) {
         inner.orphan = true;
         inner.mode != Mode::Connected && inner.mode != Mode::Connecting
     };
+    // Nobody reads the socket any more: what it still holds is freed now,
+    // as TCP frees a closed socket's unread data.
+    guard.queue_purge();
     drop(guard);
     if over {
         destroy(sk);

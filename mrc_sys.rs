@@ -2168,47 +2168,10 @@ impl Sock {
         unsafe { bindings::mrc_skb_queue_splice_tail(lp, self.receive_queue()) };
     }
 
-    /// Removes the first packet of the receive queue.
-    pub(crate) fn queue_dequeue(&self) -> Option<SkBuff> {
-        // SAFETY: the queue is valid; a dequeued packet is ours.
-        NonNull::new(unsafe { bindings::skb_dequeue(self.receive_queue()) }).map(SkBuff)
-    }
-
     /// Number of packets in the receive queue.
     pub(crate) fn queue_len(&self) -> u32 {
         // SAFETY: a lockless read of the queue length.
         unsafe { bindings::mrc_skb_queue_len(self.receive_queue()) }
-    }
-
-    /// Frees every packet of the receive queue.
-    pub(crate) fn queue_purge(&self) {
-        // SAFETY: the queue is valid.
-        unsafe { bindings::mrc_skb_queue_purge(self.receive_queue()) };
-    }
-
-    /// Calls `f` on the packets of the receive queue from the first on, until
-    /// it returns `false`.
-    ///
-    /// Only the socket's single reader (under [`Sock::lock`]) removes packets
-    /// and producers only append at the tail, so the packets visited stay
-    /// queued while `f` runs, as long as `f` stops at the end of what it knows
-    /// to be complete.
-    pub(crate) fn queue_walk(&self, _guard: &SockGuard<'_>, mut f: impl FnMut(&SkBuff) -> bool) {
-        let head = self.receive_queue();
-        // SAFETY: see above; the head is valid.
-        let mut skb = unsafe { bindings::mrc_skb_peek(head) };
-        while let Some(p) = NonNull::new(skb) {
-            let view = core::mem::ManuallyDrop::new(SkBuff(p));
-            if !f(&view) {
-                return;
-            }
-            // SAFETY: `p` is queued (see above); its `next` is the following
-            // packet or the head.
-            skb = unsafe { (*p.as_ptr()).__bindgen_anon_1.__bindgen_anon_1.next };
-            if skb.cast::<bindings::sk_buff_head>() == head {
-                return;
-            }
-        }
     }
 
     /// Arms the socket's timer for monotonic time `at_ns` (softirq context).
@@ -2356,6 +2319,58 @@ impl Drop for SockGuard<'_> {
 }
 
 impl SockGuard<'_> {
+    /// Removes the first packet of the receive queue.
+    pub(crate) fn queue_dequeue(&self) -> Option<SkBuff> {
+        // SAFETY: the queue is valid; `skb_dequeue` takes its lock, and a
+        // dequeued packet is ours.
+        NonNull::new(unsafe { bindings::skb_dequeue(self.0.receive_queue()) }).map(SkBuff)
+    }
+
+    /// Frees every packet of the receive queue.
+    pub(crate) fn queue_purge(&self) {
+        // SAFETY: the queue is valid; the purge takes its lock.
+        unsafe { bindings::mrc_skb_queue_purge(self.0.receive_queue()) };
+    }
+
+    /// Calls `f` on the packets of the receive queue from the first on, until
+    /// it returns `false` or the queue ends.
+    ///
+    /// Only the holder of the socket lock removes packets from the receive
+    /// queue (only [`SockGuard`] has methods that do, and `sk_destruct` runs
+    /// when no one refers to the socket any more), and `&mut self` keeps the
+    /// guard from dequeuing, purging or dropping the lock in [`Self::wait`]
+    /// while `f` runs: so the packets visited stay queued and unchanged.
+    /// Others only append, under the queue's lock ([`Sock::queue_all`]),
+    /// which links the new packets after the last one. The walk therefore
+    /// reads the last packet (and the link after it) under that lock, and
+    /// the links before it, which no one writes any more, without it.
+    pub(crate) fn queue_walk(&mut self, mut f: impl FnMut(&SkBuff) -> bool) {
+        let head = self.0.receive_queue();
+        let mut last = ptr::null_mut();
+        // SAFETY: the queue is valid; the helper reads it under its lock.
+        let mut skb = unsafe { bindings::mrc_skb_queue_next(head, ptr::null_mut(), &mut last) };
+        while let Some(p) = NonNull::new(skb) {
+            // The packet stays queued, and so owned by the queue, while `f`
+            // looks at it (see above): the view must not free it.
+            let view = core::mem::ManuallyDrop::new(SkBuff(p));
+            if !f(&view) {
+                return;
+            }
+            skb = if p.as_ptr() == last {
+                // SAFETY: `p` is still queued (see above); the helper reads
+                // the link after it, which an append may write, under the
+                // queue's lock.
+                unsafe { bindings::mrc_skb_queue_next(head, p.as_ptr(), &mut last) }
+            } else {
+                // SAFETY: `p` is still queued and comes before `last`, which
+                // was queued when the queue's lock was last taken: its link
+                // to the next packet was written before that and is written
+                // no more.
+                unsafe { bindings::mrc_skb_next(p.as_ptr()) }
+            };
+        }
+    }
+
     /// Sleeps until `ready` returns `true`, with the socket lock dropped while
     /// asleep. `timeo` is the remaining time in jiffies and is updated;
     /// returns `EAGAIN` once it has run out, or the signal error when a signal

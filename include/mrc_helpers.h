@@ -160,7 +160,8 @@ void mrc_init_work(struct work_struct *w, work_func_t fn);
 struct workqueue_struct *mrc_alloc_workqueue(void);
 unsigned char *mrc_skb_pull(struct sk_buff *skb, unsigned int len);
 void mrc_skb_clean(struct sk_buff *skb);
-struct sk_buff *mrc_skb_peek(struct sk_buff_head *q);
+struct sk_buff *mrc_skb_queue_next(struct sk_buff_head *q, struct sk_buff *skb,
+				   struct sk_buff **last);
 u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
 bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc);
