@@ -314,6 +314,13 @@ impl MrcSock {
         Ok(())
     }
 
+    /// Whether the socket holds no connection: it never had one, or
+    /// [`destroy`] tore it down. True of every socket being freed.
+    pub(crate) fn torn_down(&self) -> bool {
+        let inner = self.inner.lock();
+        inner.sess.is_none() && inner.sid.is_none()
+    }
+
     /// Returns the initialiser of a fresh socket's state.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
@@ -870,7 +877,15 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
         if let Some(at) = next.map(|t| t.max(now + MIN_TIMER_NS)) {
             if inner.timer_at != Some(at) {
                 inner.timer_at = Some(at);
-                sk.arm_timer(at);
+                // SAFETY: `inner` is held and the connection is not destroyed
+                // (`dead`). `destroy` sets `dead` under `inner` before it
+                // cancels the timer, so it cancels this one, and until then
+                // the session table holds a reference to the socket: a socket
+                // gets its session only once it is registered, and stays
+                // registered until `destroy` (at namespace exit the table
+                // hands its reference to `MrcNet::stop`, which keeps it
+                // until `abort_for_exit` has destroyed the connection).
+                unsafe { sk.arm_timer(at) };
             }
         }
     }

@@ -1762,6 +1762,24 @@ impl IpAddr {
     }
 }
 
+// --- Assertions -------------------------------------------------------------------
+
+/// `WARN_ON_ONCE(cond)`: the first time `cond` holds at this place, a warning
+/// with `msg` and a backtrace (no panic, unless `panic_on_warn` asks for
+/// one); returns `cond`. Any context.
+macro_rules! warn_on_once {
+    ($cond:expr, $msg:literal) => {{
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        let cond: bool = $cond;
+        if cond && !WARNED.swap(true, Ordering::Relaxed) {
+            // SAFETY: the message is a static C string; `WARN` may be used in
+            // any context.
+            unsafe { bindings::mrc_warn(kernel::c_str!($msg).as_char_ptr()) };
+        }
+        cond
+    }};
+}
+
 // --- Sockets ----------------------------------------------------------------------
 
 /// The protocol state every MRC socket carries.
@@ -2174,12 +2192,22 @@ impl Sock {
         unsafe { bindings::mrc_skb_queue_len(self.receive_queue()) }
     }
 
-    /// Arms the socket's timer for monotonic time `at_ns` (softirq context).
-    pub(crate) fn arm_timer(&self, at_ns: u64) {
+    /// Arms the socket's timer for monotonic time `at_ns`, or moves it there.
+    /// Any context.
+    ///
+    /// The timer holds no reference to the socket: its callback borrows the
+    /// socket from the one that the caller's contract keeps.
+    ///
+    /// # Safety
+    ///
+    /// The timer must be cancelled with [`Sock::cancel_timer`] before the
+    /// last reference to the socket is dropped. (`sk_destruct` checks that,
+    /// with a warning, and cancels a timer still armed then.)
+    pub(crate) unsafe fn arm_timer(&self, at_ns: u64) {
         // ktime_t is signed: a later time would wrap into the past.
         let at_ns = at_ns.min(i64::MAX as u64);
-        // SAFETY: the timer was initialised with the socket and is cancelled
-        // before the socket is freed.
+        // SAFETY: the timer was initialised with the socket (type
+        // invariant); the caller has it cancelled before the socket goes.
         unsafe {
             bindings::mrc_hrtimer_start(
                 Opaque::raw_get(ptr::addr_of!((*self.with()).timer)),
@@ -2425,11 +2453,31 @@ impl SockGuard<'_> {
 
 /// `sk_destruct` of MRC sockets: drops the protocol state.
 ///
+/// The socket's connection was torn down before its last reference went,
+/// and with it its timer cancelled (`mrc_sock::destroy`, the contract of
+/// [`Sock::arm_timer`]): warns if not. A timer still armed is cancelled
+/// then, and one whose callback runs elsewhere waited for, so that the
+/// callback never sees the socket freed; a callback never drops the last
+/// reference to its own socket, since it holds none.
+///
 /// # Safety
 ///
 /// Called only by `__sk_destruct`, once, when the last reference is gone.
 unsafe extern "C" fn sk_destruct(sk: *mut bindings::sock) {
     let this = sk.cast::<SockWith>();
+    // SAFETY: `init_sock` initialised the timer; the socket's memory stays
+    // until this returns.
+    let timer = unsafe { Opaque::raw_get(ptr::addr_of!((*this).timer)) };
+    // SAFETY: as above.
+    let armed = unsafe { bindings::hrtimer_active(timer) };
+    if warn_on_once!(armed, "timer of a socket being freed is armed") {
+        // SAFETY: as above; see the function's description for the context.
+        unsafe { bindings::hrtimer_cancel(timer) };
+    }
+    // SAFETY: `init_sock` initialised `state`; nothing else refers to the
+    // socket any more.
+    let torn_down = unsafe { (*this).state.torn_down() };
+    warn_on_once!(!torn_down, "socket being freed still has a connection");
     // SAFETY: the last reference is gone; `init_sock` initialised `state`.
     unsafe {
         bindings::mrc_skb_queue_purge(ptr::addr_of_mut!((*sk).sk_receive_queue));
@@ -2470,10 +2518,13 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
 ///
 /// # Safety
 ///
-/// Called by the hrtimer core for a timer set up by `init_sock`, which is
-/// cancelled before its socket is freed.
+/// Called by the hrtimer core for a timer set up by `init_sock`, armed only
+/// under the contract of [`Sock::arm_timer`].
 unsafe extern "C" fn timer_run(t: *mut bindings::hrtimer) -> bindings::hrtimer_restart {
-    // SAFETY: `t` is the `timer` field of a live `SockWith`.
+    // SAFETY: `t` is the `timer` field of a `SockWith` (`init_sock`). Its
+    // socket is alive while this runs: the timer is cancelled before the
+    // socket's last reference goes (`Sock::arm_timer`), and `hrtimer_cancel`
+    // waits for a running callback; `sk_destruct` cancels it too.
     let sock = unsafe {
         let this = kernel::container_of!(t.cast::<Opaque<bindings::hrtimer>>(), SockWith, timer);
         Sock::from_raw(this.cast_mut().cast())
