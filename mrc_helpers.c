@@ -90,6 +90,8 @@ void mrc_rmem_init(void) { mrc_rmem_auto = (nr_free_buffer_pages() / 8) << PAGE_
 unsigned long mrc_rmem_limit(void) { return READ_ONCE(rmem_max) ?: mrc_rmem_auto; }
 long mrc_rmem_total_read(void) { return atomic_long_read(&mrc_rmem_total); }
 int mrc_sk_rmem_alloc(const struct sock *sk) { return atomic_read(&sk->sk_rmem_alloc); }
+int mrc_sock_rcvbuf(const struct sock *sk) { return READ_ONCE(sk->sk_rcvbuf); }
+int mrc_sock_sndbuf(const struct sock *sk) { return READ_ONCE(sk->sk_sndbuf); }
 u32 mrc_skb_truesize(const struct sk_buff *skb) { return skb->truesize; }
 
 /*

@@ -1898,10 +1898,16 @@ static WORKQUEUE: core::sync::atomic::AtomicPtr<bindings::workqueue_struct> =
 #[repr(transparent)]
 pub(crate) struct Sock(Opaque<bindings::sock>);
 
-// SAFETY: `struct sock` is shared between contexts by design; the methods only
-// use its own locking or atomic fields.
+// SAFETY: `struct sock` is shared between contexts by design. The `&self`
+// methods take the socket's own locks (`slock`, which also guards
+// `deferred`; the receive queue's lock; `lock_sock`, held by a
+// `SockGuard`), use atomic operations, read with `READ_ONCE` the fields the
+// socket layer writes with `WRITE_ONCE` (buffer sizes, `sk_err`, timeouts),
+// or read fields fixed before the socket is reachable (`sk_type`); the
+// protocol state is `Sync` (its data is behind `MrcSock::inner`).
 unsafe impl Sync for Sock {}
-// SAFETY: as above.
+// SAFETY: a socket is reference counted and may be used and released from
+// any context, which all reach it only through `&Sock`.
 unsafe impl Send for Sock {}
 
 impl Sock {
@@ -2041,8 +2047,9 @@ impl Sock {
 
     /// `SO_RCVBUF` in bytes.
     pub(crate) fn rcvbuf(&self) -> u32 {
-        // SAFETY: a plain field read.
-        unsafe { (*self.as_ptr()).sk_rcvbuf }.max(0) as u32
+        // SAFETY: reads a field of a valid socket with `READ_ONCE`, as the
+        // socket layer writes it with `WRITE_ONCE` (`SO_RCVBUF`).
+        unsafe { bindings::mrc_sock_rcvbuf(self.as_ptr()) }.max(0) as u32
     }
 
     /// Whether `ip` is an address of this host in the socket's namespace.
@@ -2073,8 +2080,9 @@ impl Sock {
 
     /// `SO_SNDBUF` in bytes.
     pub(crate) fn sndbuf(&self) -> u32 {
-        // SAFETY: a plain field read.
-        unsafe { (*self.as_ptr()).sk_sndbuf }.max(0) as u32
+        // SAFETY: reads a field of a valid socket with `READ_ONCE`, as the
+        // socket layer writes it with `WRITE_ONCE` (`SO_SNDBUF`).
+        unsafe { bindings::mrc_sock_sndbuf(self.as_ptr()) }.max(0) as u32
     }
 
     /// Receive timeout in jiffies (0 when `nonblock`).
@@ -2104,7 +2112,8 @@ impl Sock {
 
     /// Whether an error is pending (`SO_ERROR`), without taking it.
     pub(crate) fn has_error(&self) -> bool {
-        // SAFETY: a plain field read.
+        // SAFETY: a volatile read of a field of a valid socket, as
+        // `READ_ONCE`: `sk_err` is written with `WRITE_ONCE`.
         unsafe { ptr::read_volatile(ptr::addr_of!((*self.as_ptr()).sk_err)) != 0 }
     }
 
