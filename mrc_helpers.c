@@ -343,6 +343,12 @@ void mrc_sock_slock(struct sock *sk) { spin_lock_bh(&sk->sk_lock.slock); }
 void mrc_sock_sunlock(struct sock *sk) { spin_unlock_bh(&sk->sk_lock.slock); }
 bool mrc_sock_owned(const struct sock *sk) { return sock_owned_by_user(sk); }
 wait_queue_head_t *mrc_sk_sleep(struct sock *sk) { return sk_sleep(sk); }
+/* @w as DEFINE_WAIT_FUNC(w, woken_wake_function) makes it, for wait_woken(). */
+void mrc_init_wait_woken(struct wait_queue_entry *w)
+{
+	*w = (struct wait_queue_entry){ .private = current, .func = woken_wake_function };
+	INIT_LIST_HEAD(&w->entry);
+}
 bool mrc_signal_pending(void) { return signal_pending(current); }
 int mrc_sock_intr_errno(long timeo) { return sock_intr_errno(timeo); }
 long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock) { return sock_rcvtimeo(sk, noblock); }

@@ -2412,51 +2412,52 @@ impl SockGuard<'_> {
     /// asleep. `timeo` is the remaining time in jiffies and is updated;
     /// returns `EAGAIN` once it has run out, or the signal error when a signal
     /// interrupts the wait.
+    ///
+    /// `ready` runs with the socket lock held, as the task's state is
+    /// `TASK_RUNNING`, so it may act (send a message, say): it runs once per
+    /// turn and not again once it returned `true`. As `sk_wait_event`, the
+    /// wait takes no wakeup for granted: the task is on the socket's wait
+    /// queue from before the first `ready`, and a wakeup that comes between
+    /// a `ready` and the sleep ends the sleep at once (`wait_woken`).
     pub(crate) fn wait(&self, timeo: &mut isize, mut ready: impl FnMut() -> bool) -> Result {
         let sk = self.0.as_ptr();
-        loop {
+        let mut entry = MaybeUninit::<bindings::wait_queue_entry>::uninit();
+        // SAFETY: the socket's wait queue outlives the wait, since the caller
+        // holds the socket; `entry` is initialised for the current task and
+        // stays in this frame, unmoved, until it is removed below.
+        let wq = unsafe {
+            let wq = bindings::mrc_sk_sleep(sk);
+            bindings::mrc_init_wait_woken(entry.as_mut_ptr());
+            bindings::add_wait_queue(wq, entry.as_mut_ptr());
+            wq
+        };
+        let result = loop {
             if ready() {
-                return Ok(());
+                break Ok(());
             }
             if *timeo <= 0 {
-                return Err(EAGAIN);
+                break Err(EAGAIN);
             }
             // SAFETY: process context.
             if unsafe { bindings::mrc_signal_pending() } {
                 // SAFETY: pure function of `timeo`.
-                return Err(Error::from_errno(unsafe {
+                break Err(Error::from_errno(unsafe {
                     bindings::mrc_sock_intr_errno(*timeo)
                 }));
             }
-            let mut entry = MaybeUninit::<bindings::wait_queue_entry>::zeroed();
-            // SAFETY: `entry` lives on this stack frame until `finish_wait`
-            // removed it from the queue; the socket's wait queue outlives the
-            // wait since the caller holds the socket.
-            let done = unsafe {
-                let wq = bindings::mrc_sk_sleep(sk);
-                bindings::init_wait_entry(entry.as_mut_ptr(), 0);
-                bindings::prepare_to_wait(
-                    wq,
-                    entry.as_mut_ptr(),
-                    bindings::TASK_INTERRUPTIBLE as _,
-                );
-                // Checked again once on the queue, so a wakeup between the
-                // first check and here is not lost.
-                let done = ready();
-                if !done {
-                    bindings::release_sock(sk);
-                    *timeo = bindings::schedule_timeout(*timeo);
-                    bindings::mrc_lock_sock(sk);
-                }
-                bindings::finish_wait(wq, entry.as_mut_ptr());
-                done
-            };
-            // `ready` may act (send a message, say): once it returned true it
-            // must not run again.
-            if done {
-                return Ok(());
+            // SAFETY: the guard holds the socket lock, dropped for the sleep
+            // and taken again before the guard is used; `entry` is on the
+            // wait queue (above).
+            unsafe {
+                bindings::release_sock(sk);
+                *timeo =
+                    bindings::wait_woken(entry.as_mut_ptr(), bindings::TASK_INTERRUPTIBLE, *timeo);
+                bindings::mrc_lock_sock(sk);
             }
-        }
+        };
+        // SAFETY: added to `wq` above, and still there.
+        unsafe { bindings::remove_wait_queue(wq, entry.as_mut_ptr()) };
+        result
     }
 }
 

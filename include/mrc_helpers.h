@@ -139,6 +139,7 @@ void mrc_sock_slock(struct sock *sk);
 void mrc_sock_sunlock(struct sock *sk);
 bool mrc_sock_owned(const struct sock *sk);
 wait_queue_head_t *mrc_sk_sleep(struct sock *sk);
+void mrc_init_wait_woken(struct wait_queue_entry *w);
 bool mrc_signal_pending(void);
 int mrc_sock_intr_errno(long timeo);
 long mrc_sock_rcvtimeo(const struct sock *sk, bool noblock);
