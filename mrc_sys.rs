@@ -1700,6 +1700,10 @@ pub(crate) struct MrcAddr {
 /// Length of `struct sockaddr_mrc`.
 pub(crate) const SOCKADDR_MRC_LEN: usize = size_of::<bindings::sockaddr_mrc>();
 
+/// Length of `struct sockaddr_storage`, the room the socket layer gives for
+/// an address it gets back (`getsockname`, `recvmsg`).
+const SOCKADDR_STORAGE_LEN: usize = size_of::<kernel::bindings::__kernel_sockaddr_storage>();
+
 impl MrcAddr {
     /// Parses a `struct sockaddr_mrc` given by user space: `EINVAL` if it is
     /// short or its reserved field is set, `EAFNOSUPPORT` for another family.
@@ -2745,11 +2749,14 @@ unsafe extern "C" fn op_getname(
     addr: *mut bindings::sockaddr,
     peer: c_int,
 ) -> c_int {
+    // An MRC address fits in the `sockaddr_storage` that `addr` points to.
+    const _: () = assert!(SOCKADDR_MRC_LEN <= SOCKADDR_STORAGE_LEN);
     // SAFETY: per the contract.
     unsafe {
         sock_op(sock, |sk| {
             let a = crate::mrc_sock::getname(sk, peer != 0)?.to_bytes();
-            // The socket layer passes room for a `sockaddr_storage`.
+            // `addr` has room for a `sockaddr_storage`, which `a` fits in
+            // (checked above at compile time).
             ptr::copy_nonoverlapping(a.as_ptr(), addr.cast::<u8>(), a.len());
             Ok(a.len() as i32)
         })
@@ -3177,9 +3184,12 @@ impl Msg {
 
     /// Reports `addr` as the source of a received message, if asked for.
     pub(crate) fn set_name(&mut self, addr: &MrcAddr) {
+        // An MRC address fits in the `sockaddr_storage` `msg_name` points to.
+        const _: () = assert!(SOCKADDR_MRC_LEN <= SOCKADDR_STORAGE_LEN);
         let m = self.0.as_ptr();
         // SAFETY: for `recvmsg` the socket layer points `msg_name` at a
-        // `sockaddr_storage`, or leaves it null.
+        // `sockaddr_storage`, or leaves it null; the address fits in it
+        // (checked above at compile time).
         unsafe {
             if (*m).msg_name.is_null() {
                 return;
