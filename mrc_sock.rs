@@ -361,6 +361,28 @@ impl MrcSock {
     }
 }
 
+/// Names every field of [`Session`] in an exhaustive pattern, so that adding a
+/// field stops the build here until [`Session::new`], which must write each
+/// field, is updated as well.
+const _: fn(&Session) = session_fields_are_initialised;
+
+fn session_fields_are_initialised(s: &Session) {
+    let Session {
+        conn: _,
+        msgs: _,
+        freed: _,
+        rx: _,
+        paths: _,
+        peers: _,
+        locals: _,
+        ev_per_plane: _,
+        path_states: _,
+        announced: _,
+        paths_changed: _,
+        txbuf: _,
+    } = s;
+}
+
 impl Session {
     /// Allocates a session with a fresh connection core.
     fn new(
@@ -374,7 +396,9 @@ impl Session {
         let p = b.as_mut_ptr();
         // SAFETY: `p` points to uninitialised, writable memory for a
         // `Session`; every field is written once, arrays element by element,
-        // so no large temporary is built on the stack.
+        // so no large temporary is built on the stack. The writes below name
+        // every field of `Session` (checked by
+        // `session_fields_are_initialised`).
         unsafe {
             let conn = &mut *core::ptr::addr_of_mut!((*p).conn).cast::<MaybeUninit<Conn>>();
             Conn::init_in_place(conn, cfg);
