@@ -1148,7 +1148,8 @@ pub(crate) fn work(sk: &Sock) {
         while let Some(skb) = guard.queue_dequeue() {
             if let Err(e) = new_connection(sk, skb) {
                 pr_debug!("incoming connection dropped: {:?}\n", e);
-                sk.state().inner.lock().children -= 1;
+                let mut inner = sk.state().inner.lock();
+                inner.children = inner.children.saturating_sub(1);
             }
         }
     } else if reap {
