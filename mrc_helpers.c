@@ -368,6 +368,7 @@ u64 mrc_ktime_get_ns(void) { return ktime_get_ns(); }
 void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack) { hrtimer_start_range_ns(t, ns_to_ktime(ns), slack, HRTIMER_MODE_ABS_SOFT); }
 void mrc_hrtimer_init(struct hrtimer *t) { hrtimer_init(t, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT); }
 void mrc_warn(const char *msg) { WARN(1, "mrc: %s\n", msg); }
+void mrc_might_sleep(void) { might_sleep(); }
 bool mrc_queue_work(struct workqueue_struct *wq, struct work_struct *w) { return queue_work(wq, w); }
 void mrc_init_work(struct work_struct *w, work_func_t fn) { INIT_WORK(w, fn); }
 struct workqueue_struct *mrc_alloc_workqueue(void) { return alloc_workqueue("mrc", 0, 0); }

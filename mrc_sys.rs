@@ -1091,6 +1091,17 @@ impl TxChain {
     }
 }
 
+/// Marks a function that may sleep, so must be called in process context
+/// with no spinlock held and bottom halves enabled: a debug kernel
+/// (`CONFIG_DEBUG_ATOMIC_SLEEP`) reports a call from anywhere else, with a
+/// backtrace, as `might_sleep()` does. The safe wrappers that may sleep
+/// call it first; it checks their callers' context, which the type system
+/// cannot.
+fn might_sleep() {
+    // SAFETY: any context: it only checks it.
+    unsafe { bindings::mrc_might_sleep() };
+}
+
 /// Runs `f` with bottom halves disabled, so that the packets it sends are
 /// received, on a local link, in one softirq pass after it returns rather
 /// than one by one in between.
@@ -1434,8 +1445,11 @@ impl UdpTunnel {
 }
 
 /// Waits until every receive callback that started before has finished.
+/// Process context: sleeps.
 pub(crate) fn synchronize_net() {
-    // SAFETY: may sleep; callers are in process context (pernet exit).
+    might_sleep();
+    // SAFETY: no precondition but a context that may sleep, which
+    // `might_sleep` above checks on debug kernels.
     unsafe { bindings::synchronize_net() };
 }
 
@@ -2042,9 +2056,13 @@ impl Sock {
         unsafe { &(*self.with()).pending }
     }
 
-    /// Takes the socket lock of process context (`lock_sock`).
+    /// Takes the socket lock of process context (`lock_sock`). Process
+    /// context: may sleep.
     pub(crate) fn lock(&self) -> SockGuard<'_> {
-        // SAFETY: process context; released by the guard.
+        might_sleep();
+        // SAFETY: the socket is valid (type invariant); released by the
+        // guard. A caller in atomic context, where `lock_sock` must not
+        // sleep, is reported by `might_sleep` above.
         unsafe { bindings::mrc_lock_sock(self.as_ptr()) };
         SockGuard(self)
     }
@@ -2231,8 +2249,14 @@ impl Sock {
     }
 
     /// Cancels the timer and waits for a running callback to finish.
+    /// Process context, without the locks the callback takes (the
+    /// connection's): may wait, which a debug kernel checks.
     pub(crate) fn cancel_timer(&self) {
-        // SAFETY: process context; the timer was initialised with the socket.
+        might_sleep();
+        // SAFETY: the timer was initialised with the socket (type
+        // invariant). A caller that would wait for itself (the callback, or
+        // the holder of a lock the callback takes) is in atomic context,
+        // which `might_sleep` above reports.
         unsafe { bindings::hrtimer_cancel(Opaque::raw_get(ptr::addr_of!((*self.with()).timer))) };
     }
 
@@ -2424,6 +2448,7 @@ impl SockGuard<'_> {
     /// queue from before the first `ready`, and a wakeup that comes between
     /// a `ready` and the sleep ends the sleep at once (`wait_woken`).
     pub(crate) fn wait(&self, timeo: &mut isize, mut ready: impl FnMut() -> bool) -> Result {
+        might_sleep();
         let sk = self.0.as_ptr();
         let mut entry = MaybeUninit::<bindings::wait_queue_entry>::uninit();
         // SAFETY: the socket's wait queue outlives the wait, since the caller

@@ -159,6 +159,7 @@ u64 mrc_ktime_get_ns(void);
 void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack);
 void mrc_hrtimer_init(struct hrtimer *t);
 void mrc_warn(const char *msg);
+void mrc_might_sleep(void);
 bool mrc_queue_work(struct workqueue_struct *wq, struct work_struct *w);
 void mrc_init_work(struct work_struct *w, work_func_t fn);
 struct workqueue_struct *mrc_alloc_workqueue(void);
