@@ -462,9 +462,23 @@ pub(crate) struct MrcNet {
     proc_file: UnsafeCell<Option<ProcEntry>>,
 }
 
-// SAFETY: `tunnels` and `proc_file` are only accessed by `start` and `stop`,
-// which never run concurrently for one namespace; `stats` is per-CPU
-// counters.
+// SAFETY: every field but `tunnels` and `proc_file` is `Sync` itself (locks,
+// atomics, per-CPU counters, an `Arc` of a locked table, plain data). Of the
+// two cells:
+// - `proc_file` is touched only by `open` and `close`, which the pernet core
+//   runs once each per namespace (`start`, `stop`), never concurrently.
+// - `tunnels` is written only by `open`, before it sets `ready` (release),
+//   and by `close`, once it cleared `ready` and no reader that saw it set is
+//   left. Every reader goes through `tunnel()`, which reads `tunnels` only
+//   after it saw `ready` set (acquire), so never while `open` writes it. The
+//   readers are the tunnel sockets' receive callbacks (softirq), which
+//   `close` waits out (`detach`, `synchronize_net`) before it writes; and
+//   what acts for an MRC socket: its calls, timer and work item. Every MRC
+//   socket holds a reference to its namespace: `family_create` refuses
+//   kernel sockets, which would not, and accepted connections are created
+//   holding one. So the pernet exit, and `close` with it, runs only after
+//   the last MRC socket of the namespace, with its timer and work item, is
+//   gone.
 unsafe impl Sync for MrcNet {}
 
 /// The namespace's side of `PernetState` (implemented in `mrc_main`, which
@@ -1027,9 +1041,10 @@ impl MrcNet {
             IpAddr::V4(_) => 0,
             IpAddr::V6(_) => 1,
         };
-        // SAFETY: `ready` is set only after `start` wrote `tunnels`, and
-        // `stop` clears it and waits for receive callbacks before it writes
-        // them; sockets of the namespace are gone by then.
+        // SAFETY: `ready` is set only after `open` wrote `tunnels`, and
+        // `close` clears it and waits for receive callbacks before it writes
+        // them; the namespace's MRC sockets are gone by then (see the `Sync`
+        // impl).
         let tunnels = unsafe { &*self.tunnels.get() };
         tunnels.get(family)?.as_ref()
     }

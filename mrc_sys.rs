@@ -2592,6 +2592,12 @@ unsafe extern "C" fn work_run(w: *mut bindings::work_struct) {
 
 /// `net_proto_family::create`: `socket(AF_MRC, …)`.
 ///
+/// Kernel sockets (`kern`, `sock_create_kern`) are refused with
+/// `EAFNOSUPPORT`. They hold no reference to their namespace, so the
+/// namespace's MRC state, tunnel sockets included, could go away under
+/// them: an MRC socket relies on its namespace outliving it (`Sock::mrc_net`,
+/// `MrcNet`'s teardown), as a user's socket does.
+///
 /// # Safety
 ///
 /// Called only by `__sock_create`, with a live namespace and a new socket.
@@ -2602,6 +2608,9 @@ unsafe extern "C" fn family_create(
     kern: c_int,
 ) -> c_int {
     from_result(|| {
+        if kern != 0 {
+            return Err(err::address_family_not_supported());
+        }
         // SAFETY: `__sock_create` passes a fresh, valid `socket`.
         let sock_type = i32::from(unsafe { (*sock).type_ });
         State::check(sock_type, protocol)?;
@@ -2612,7 +2621,7 @@ unsafe extern "C" fn family_create(
                 param_family() as _,
                 kernel::bindings::GFP_KERNEL,
                 PROTO.as_ptr(),
-                kern,
+                0,
             )
         };
         if sk.is_null() {
