@@ -263,16 +263,22 @@ pub(crate) fn param_pacing() -> bool {
     unsafe { bindings::mrc_param_pacing() }
 }
 
-/// A C object at a fixed address that C reads after registration.
+/// A C object at a fixed address that C uses after registration.
 ///
 /// # Invariants
 ///
-/// The contents are written only by module init before the object is
-/// registered with C, and only read (by C) from then until unregistration.
+/// Rust writes the contents only in module init, before it registers the
+/// object with C. From then on C owns them: the registration may fill in
+/// fields (an id, a slab cache), which C then accesses with its own
+/// synchronisation; Rust only hands out the pointer, and reads a field that
+/// registration sets before it calls back into Rust and never changes
+/// afterwards (`NET_ID`).
 struct StaticCell<T>(UnsafeCell<MaybeUninit<T>>);
 
-// SAFETY: per the type invariant, writes happen in module init only, before
-// C or any other thread can see the object.
+// SAFETY: a shared `StaticCell` only gives out a raw pointer. Per the type
+// invariant, Rust's writes happen in module init before any other thread or
+// C can see the object, C synchronises its own accesses, and Rust's reads
+// after registration are of fields no one writes any more.
 unsafe impl<T> Sync for StaticCell<T> {}
 
 impl<T> StaticCell<T> {
@@ -1179,10 +1185,11 @@ pub(crate) struct UdpTunnel(NonNull<bindings::socket>);
 // SAFETY: the socket is only released in `drop`; the kernel synchronises the
 // rest of its use.
 unsafe impl Send for UdpTunnel {}
-// SAFETY: the `&self` methods (`send`, `detach`) only call kernel functions
-// that may run concurrently on one socket from any context: route lookup and
-// `udp_tunnel*_xmit_skb` take no socket lock, and the user data is an RCU
-// pointer updated with `rcu_assign_sk_user_data`.
+// SAFETY: the `&self` methods (`send`, `xmit`, `source_for`, `detach`) only
+// call kernel functions that may run concurrently on one socket from any
+// context: route lookups and `udp_tunnel*_xmit_skb` take no socket lock,
+// and the user data is an RCU pointer updated with
+// `rcu_assign_sk_user_data`.
 unsafe impl Sync for UdpTunnel {}
 
 impl UdpTunnel {
