@@ -178,6 +178,7 @@ fn recv_message(
             let last = marks(&skb, &mut first, &mut msg_len);
             cost += window_cost(skb.len());
             res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
+            skb.consume();
             if last {
                 break;
             }
@@ -263,7 +264,9 @@ fn recv_stream(
         });
         if !peek {
             for _ in 0..whole {
-                drop(guard.queue_dequeue());
+                if let Some(skb) = guard.queue_dequeue() {
+                    skb.consume();
+                }
             }
             if copied > before || whole > 0 {
                 consumed(sk, (copied - before) as u32, cost, off);

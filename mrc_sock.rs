@@ -1120,7 +1120,10 @@ fn input_one(
             }
             None
         }
-        Input::Consumed => None,
+        Input::Consumed => {
+            skb.consume();
+            None
+        }
     }
 }
 
@@ -1146,10 +1149,15 @@ pub(crate) fn work(sk: &Sock) {
     };
     if mode == Mode::Listening {
         while let Some(skb) = guard.queue_dequeue() {
-            if let Err(e) = new_connection(sk, skb) {
-                pr_debug!("incoming connection dropped: {:?}\n", e);
-                let mut inner = sk.state().inner.lock();
-                inner.children = inner.children.saturating_sub(1);
+            match new_connection(sk, &skb) {
+                Ok(()) => skb.consume(),
+                Err(e) => {
+                    // The SYN is freed as a drop.
+                    drop(skb);
+                    pr_debug!("incoming connection dropped: {:?}\n", e);
+                    let mut inner = sk.state().inner.lock();
+                    inner.children = inner.children.saturating_sub(1);
+                }
             }
         }
     } else if reap {
@@ -1204,6 +1212,9 @@ pub(crate) fn syn_received(sk: &Sock, skb: SkBuff, proven: bool, retry_pct: u32)
             return SynAdmit::Full;
         }
         if !proven && inner.children >= unproven_cap(backlog, retry_pct) {
+            drop(inner);
+            // The caller answers it with a RETRY: it served its purpose.
+            skb.consume();
             return SynAdmit::Retry;
         }
         inner.children += 1;
@@ -1214,7 +1225,7 @@ pub(crate) fn syn_received(sk: &Sock, skb: SkBuff, proven: bool, retry_pct: u32)
 }
 
 /// Creates the connection a queued SYN asks for (listener work).
-fn new_connection(listener: &Sock, skb: SkBuff) -> Result {
+fn new_connection(listener: &Sock, skb: &SkBuff) -> Result {
     let net = listener.mrc_net();
     let addrs = skb.udp_addrs().ok_or(EINVAL)?;
     let data = skb.linear().get(UDP_HLEN as usize..).ok_or(EINVAL)?;

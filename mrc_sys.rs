@@ -446,7 +446,10 @@ pub(crate) struct UdpAddrs {
     pub(crate) dport: u16,
 }
 
-/// An owned `sk_buff`; dropping it frees the packet as a drop.
+/// An owned `sk_buff`. Dropping it frees the packet as a drop (`kfree_skb`,
+/// which drop monitors and tracing see), for packets lost, refused or
+/// unread; a packet that served its purpose (read, or processed) is freed
+/// with [`SkBuff::consume`] instead.
 ///
 /// # Invariants
 ///
@@ -580,6 +583,13 @@ impl SkBuff {
             let cb = &mut (*self.0.as_ptr()).cb;
             core::slice::from_raw_parts_mut(cb.as_mut_ptr().cast::<u8>(), cb.len())
         }
+    }
+
+    /// Frees a packet that served its purpose: `consume_skb`, not counted as
+    /// a drop.
+    pub(crate) fn consume(self) {
+        // SAFETY: we own the packet (type invariant) and give it up.
+        unsafe { bindings::consume_skb(self.into_raw()) };
     }
 
     /// Gives up ownership.
