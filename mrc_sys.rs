@@ -3220,9 +3220,18 @@ impl Msg {
         Ok(buf)
     }
 
-    /// Copies `len` bytes of `skb` from `offset` to the user.
+    /// Copies `len` bytes of `skb` from `offset` to the user; `EFAULT` if
+    /// the packet holds fewer.
     pub(crate) fn copy_skb(&mut self, skb: &SkBuff, offset: u32, len: u32) -> Result {
-        // SAFETY: `skb` is valid and holds `offset + len` bytes (caller).
+        // The helper takes `int`s, and reads before or beyond the packet's
+        // data for a negative offset or length.
+        let end = offset.checked_add(len).ok_or(EFAULT)?;
+        if end > skb.len() || c_int::try_from(end).is_err() {
+            return Err(EFAULT);
+        }
+        // SAFETY: `skb` is valid and holds `offset + len` bytes (checked
+        // above), both of which fit in `c_int`; the message is valid for the
+        // call and the copy checks the user's buffers.
         to_result(unsafe {
             bindings::mrc_skb_copy_datagram_msg(
                 skb.0.as_ptr(),
