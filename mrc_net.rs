@@ -526,7 +526,9 @@ impl MrcNet {
         // serialised by the pernet core.
         let (tunnels, proc_file) =
             unsafe { (&mut *self.tunnels.get(), &mut *self.proc_file.get()) };
-        *proc_file = Some(ProcEntry::new::<Self>(net, c_str!("mrc"))?);
+        // SAFETY: `self` is `net`'s state of the registered pernet subsystem,
+        // and `close`, called from `stop`, drops the entry.
+        *proc_file = Some(unsafe { ProcEntry::new::<Self>(net, c_str!("mrc")) }?);
         for (slot, family) in tunnels.iter_mut().zip([IpFamily::V4, IpFamily::V6]) {
             // SAFETY: `self` lives in the pernet area until after `stop`, which
             // drops the tunnel first.

@@ -1086,7 +1086,11 @@ fn input_one(
             net.count_rx_no_room(false);
             return None;
         }
-        if !skb.charge_rx(sk) {
+        // SAFETY: the packet goes, as the connection takes it, into the
+        // session's buffers and then the socket's receive queue, or is freed
+        // here: all of them are freed before the socket is (`destroy`,
+        // `sk_destruct`).
+        if !unsafe { skb.charge_rx(sk) } {
             net.count_rx_no_room(true);
             return None;
         }

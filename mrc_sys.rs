@@ -557,13 +557,18 @@ impl SkBuff {
     /// over [`rmem_limit`].
     ///
     /// Only the packet's metadata changes, never its data, so views of the
-    /// data ([`SkBuff::linear`]) stay valid: hence `&self`. `sk` must
-    /// outlive the packet, which holds for the packets a socket keeps: they
-    /// are freed before the socket is (`destroy`).
-    pub(crate) fn charge_rx(&self, sk: &Sock) -> bool {
+    /// data ([`SkBuff::linear`]) stay valid: hence `&self`.
+    ///
+    /// # Safety
+    ///
+    /// The packet must be freed before `sk` is: its destructor uncharges
+    /// `sk`. The packets a socket keeps (its connection's buffers, its
+    /// receive queue) are freed before the socket is.
+    pub(crate) unsafe fn charge_rx(&self, sk: &Sock) -> bool {
         // SAFETY: valid per the type invariant; the packet is ours, and the
         // fields written (owner, destructor, route, conntrack) are not
-        // borrowed by any Rust view of it.
+        // borrowed by any Rust view of it. The caller frees the packet
+        // before `sk`, which the destructor set here refers to.
         unsafe { bindings::mrc_skb_charge_rx(self.0.as_ptr(), sk.as_ptr()) }
     }
 
@@ -1536,10 +1541,14 @@ unsafe impl Sync for ProcEntry {}
 impl ProcEntry {
     /// Creates `/proc/net/<name>` in `net`, showing `T`'s text.
     ///
-    /// The entry must be dropped in `T::stop`, before `T` itself.
-    pub(crate) fn new<T: ProcShow>(net: &Net, name: &'static CStr) -> Result<Self> {
+    /// # Safety
+    ///
+    /// `net`'s state of type `T`, of a registered [`PernetRegistration<T>`],
+    /// must outlive the entry: it is dropped in `T::stop` at the latest.
+    pub(crate) unsafe fn new<T: ProcShow>(net: &Net, name: &'static CStr) -> Result<Self> {
         // SAFETY: `net` is alive; the name is a static C string; the show
-        // callback only reads pernet state that outlives the entry.
+        // callback only reads the pernet state, which outlives the entry
+        // (the caller's contract).
         let pde = unsafe {
             bindings::proc_create_net_single(
                 name.as_char_ptr().cast(),
@@ -2182,7 +2191,7 @@ impl Sock {
     /// socket's namespace, if anyone listens. Any context.
     pub(crate) fn notify(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
         // SAFETY: a socket's namespace outlives it.
-        notify(unsafe { bindings::mrc_sock_net(self.as_ptr()) }, cmd, fill);
+        unsafe { notify(bindings::mrc_sock_net(self.as_ptr()), cmd, fill) };
     }
 
     /// Wakes readers (`sk_data_ready`).
@@ -3586,12 +3595,9 @@ impl GenlInfo {
 
     /// Sends an event to the `events` group of the requester's namespace.
     pub(crate) fn notify(&self, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
-        // SAFETY: the requester's namespace is alive during the request.
-        notify(
-            unsafe { bindings::mrc_genl_info_net(self.info.as_ptr()) },
-            cmd,
-            fill,
-        );
+        // SAFETY: `info` is valid (type invariant), and the requester's
+        // namespace is alive during the request.
+        unsafe { notify(bindings::mrc_genl_info_net(self.info.as_ptr()), cmd, fill) };
     }
 
     /// Sets the extended-ack message returned with an error.
@@ -3727,9 +3733,13 @@ impl GenlMsg {
 }
 
 /// Multicasts an event to the `events` group of `net` if it has listeners.
-fn notify(net: *mut bindings::net, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
-    // SAFETY: `net` is alive (callers); the family is registered while any
-    // socket or netlink request exists.
+///
+/// # Safety
+///
+/// `net` must be a live namespace.
+unsafe fn notify(net: *mut bindings::net, cmd: u32, fill: impl FnOnce(&mut GenlMsg) -> Result) {
+    // SAFETY: `net` is alive (the function's contract); the family is
+    // registered while any socket or netlink request exists.
     unsafe {
         if !bindings::mrc_genl_has_listeners(GENL_FAMILY.as_ptr(), net) {
             return;
