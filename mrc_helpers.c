@@ -377,6 +377,8 @@ void mrc_skb_clean(struct sk_buff *skb) { skb_orphan(skb); skb_dst_drop(skb); nf
 u32 mrc_skb_queue_len(const struct sk_buff_head *q) { return skb_queue_len_lockless(q); }
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len) { return skb_copy_datagram_msg(skb, off, msg, len); }
 void mrc_skb_queue_purge(struct sk_buff_head *q) { skb_queue_purge(q); }
+
+void mrc_consume_skb(struct sk_buff *skb) { consume_skb(skb); }
 void mrc_skb_list_init(struct sk_buff_head *list) { __skb_queue_head_init(list); }
 void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb) { __skb_queue_tail(list, skb); }
 

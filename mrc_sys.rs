@@ -594,7 +594,7 @@ impl SkBuff {
     /// a drop.
     pub(crate) fn consume(self) {
         // SAFETY: we own the packet (type invariant) and give it up.
-        unsafe { bindings::consume_skb(self.into_raw()) };
+        unsafe { bindings::mrc_consume_skb(self.into_raw()) };
     }
 
     /// Gives up ownership.

@@ -171,6 +171,8 @@ u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
 bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc);
 void mrc_skb_queue_purge(struct sk_buff_head *q);
+/* consume_skb(), an inline without CONFIG_TRACEPOINTS. */
+void mrc_consume_skb(struct sk_buff *skb);
 void mrc_skb_list_init(struct sk_buff_head *list);
 void mrc_skb_list_tail(struct sk_buff_head *list, struct sk_buff *skb);
 void mrc_skb_queue_splice_tail(struct sk_buff_head *list, struct sk_buff_head *q);
