@@ -105,6 +105,12 @@ perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '
 	}
 	END { for (f in c) printf "%7.2f%%  %s\n", 100 * c[f] / total, f }' /tmp/mrc.syms - |
 	sort -rn | head -n 30 || true
+echo "== inclusive cost of the entry points, per thread (share of all CPU samples)"
+# Where each thread's time goes: its system calls, the softirq work that
+# interrupted it (receive processing, timers) and the copies.
+perf report -i "$data" --children --sort pid,sym --stdio -g none 2>/dev/null |
+	grep -E '\] (__sys_sendto|__sys_sendmsg|__sys_recvfrom|__sys_recvmsg|handle_softirqs|net_rx_action|process_backlog|__netif_receive_skb_core|udp_queue_rcv_one_skb|ip_finish_output2|__dev_queue_xmit|veth_xmit|run_timer_softirq|__crc32c_le_base|rep_movs_alternative|skb_segment|__udp_gso_segment|ip_route_output_key_hash|release_sock|lock_sock_nested|entry_SYSCALL_64_after_hwframe)$' |
+	head -n 40 || true
 echo "== by thread (softirq work counts for the thread it interrupted)"
 perf report -i "$data" --no-children --sort pid,dso --stdio -g none 2>/dev/null | grep "%" | head -n 16 || true
 echo "== by CPU"
