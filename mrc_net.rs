@@ -151,7 +151,8 @@ enum RxDrop {
     Decode(DecodeError),
     /// A well-formed packet for a session id that has no connection.
     NoSession,
-    /// The packet could not be made linear (memory pressure).
+    /// Memory was short: the packet could not be made linear, or a SYN's
+    /// connection could not be created.
     NoMemory,
     /// A packet for a connection from an address that is none of its
     /// peer's.
@@ -685,7 +686,8 @@ impl MrcNet {
         }
     }
 
-    /// Counts a datagram that could not be made linear.
+    /// Counts a datagram dropped for want of memory: one that could not be
+    /// made linear, or a SYN whose connection could not be created.
     pub(crate) fn count_no_memory(&self) {
         self.stats.count_drop(RxDrop::NoMemory);
     }

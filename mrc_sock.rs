@@ -1159,6 +1159,11 @@ pub(crate) fn work(sk: &Sock) {
                     // The SYN is freed as a drop.
                     drop(skb);
                     pr_debug!("incoming connection dropped: {:?}\n", e);
+                    // The client sends its SYN again; until then the drop is
+                    // seen in the counters.
+                    if e == ENOMEM {
+                        sk.mrc_net().count_no_memory();
+                    }
                     let mut inner = sk.state().inner.lock();
                     inner.children = inner.children.saturating_sub(1);
                 }
