@@ -392,7 +392,9 @@ impl Session {
         locals: Locals,
         ev_per_plane: u16,
     ) -> Result<VBox<Session>> {
-        let mut b = VBox::<Session>::new_uninit(GFP_KERNEL)?;
+        // A failure is the caller's ENOMEM (or a SYN dropped and counted),
+        // not a reason for vmalloc to dump the stack.
+        let mut b = VBox::<Session>::new_uninit(GFP_KERNEL | __GFP_NOWARN)?;
         let p = b.as_mut_ptr();
         // SAFETY: `p` points to uninitialised, writable memory for a
         // `Session`; every field is written once, arrays element by element,

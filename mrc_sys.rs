@@ -3191,7 +3191,9 @@ impl Msg {
         let len = u32::try_from(len).map_err(|_| EINVAL)?;
         let pieces = len as usize / kernel::page::PAGE_SIZE + 2;
         let mut buf = MsgBuf {
-            pieces: KVVec::with_capacity(pieces, GFP_KERNEL)?,
+            // A failure is `send`'s ENOMEM, not a reason for the vmalloc
+            // fallback of a large message's list to dump the stack.
+            pieces: KVVec::with_capacity(pieces, GFP_KERNEL | __GFP_NOWARN)?,
             len: 0,
         };
         while buf.len < len {
