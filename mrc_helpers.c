@@ -426,6 +426,8 @@ u64 mrc_sock_cookie(struct sock *sk)
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net) { return genl_has_listeners(family, net, 0); }
 struct sk_buff *mrc_genlmsg_new_atomic(void) { return genlmsg_new(NLMSG_GOODSIZE, GFP_ATOMIC); }
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb) { return genlmsg_multicast_netns(family, net, skb, 0, 0, GFP_ATOMIC); }
+/* An event could not be sent: its listeners in @net get ENOBUFS, as on an overrun. */
+void mrc_genl_events_lost(const struct genl_family *family, struct net *net) { genl_set_err(family, net, 0, 0, -ENOBUFS); }
 void mrc_nla_nest_cancel(struct sk_buff *skb, struct nlattr *start) { nla_nest_cancel(skb, start); }
 u32 mrc_dst_mtu(const struct dst_entry *dst) { return dst_mtu(dst); }
 int mrc_copy_from_sockptr(void *dst, sockptr_t src, size_t size) { return copy_from_sockptr(dst, src, size) ? -EFAULT : 0; }

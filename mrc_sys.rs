@@ -3735,6 +3735,9 @@ impl GenlMsg {
 }
 
 /// Multicasts an event to the `events` group of `net` if it has listeners.
+/// An event that cannot be built (memory is short, or it does not fit) is
+/// reported to them as lost, `ENOBUFS` on their sockets, as a receive
+/// buffer overrun is.
 ///
 /// # Safety
 ///
@@ -3748,16 +3751,19 @@ unsafe fn notify(net: *mut bindings::net, cmd: u32, fill: impl FnOnce(&mut GenlM
         }
         let skb = bindings::mrc_genlmsg_new_atomic();
         let Some(nn) = NonNull::new(skb) else {
+            bindings::mrc_genl_events_lost(GENL_FAMILY.as_ptr(), net);
             return;
         };
         let hdr = bindings::genlmsg_put(skb, 0, 0, GENL_FAMILY.as_ptr(), 0, cmd as u8);
         if hdr.is_null() {
             bindings::mrc_nlmsg_free(skb);
+            bindings::mrc_genl_events_lost(GENL_FAMILY.as_ptr(), net);
             return;
         }
         let mut msg = GenlMsg(nn);
         if fill(&mut msg).is_err() {
             bindings::mrc_nlmsg_free(skb);
+            bindings::mrc_genl_events_lost(GENL_FAMILY.as_ptr(), net);
             return;
         }
         bindings::mrc_genlmsg_end(skb, hdr);

@@ -183,6 +183,7 @@ u64 mrc_sock_cookie(struct sock *sk);
 bool mrc_genl_has_listeners(const struct genl_family *family, struct net *net);
 struct sk_buff *mrc_genlmsg_new_atomic(void);
 int mrc_genlmsg_multicast_netns(const struct genl_family *family, struct net *net, struct sk_buff *skb);
+void mrc_genl_events_lost(const struct genl_family *family, struct net *net);
 int mrc_copy_from_sockptr(void *dst, sockptr_t src, size_t size);
 int mrc_get_user_int(int *dst, int __user *src);
 int mrc_put_user_int(int __user *dst, int val);

@@ -650,7 +650,7 @@ fn monitor(c: &Client, json: bool) -> Result<(), Failure> {
     loop {
         let batch = match events.next_batch() {
             Err(Error::Io(_, e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
-                eprintln!("mrc-status: events were lost (receive buffer overrun)");
+                eprintln!("mrc-status: events were lost (receive buffer overrun, or the kernel short of memory)");
                 continue;
             }
             r => r?,

@@ -506,8 +506,9 @@ pub struct Events {
 impl Events {
     /// Waits for the next datagram and returns its `mrc` notifications.
     ///
-    /// A receive buffer overrun is an `Io` error with errno `ENOBUFS`: events
-    /// were lost, and the socket keeps working.
+    /// A receive buffer overrun, or an event the kernel had no memory for,
+    /// is an `Io` error with errno `ENOBUFS`: events were lost, and the
+    /// socket keeps working.
     pub fn next_batch(&self) -> Result<Vec<MrcMsg>, Error> {
         let (data, _) = self
             .sock
