@@ -470,10 +470,11 @@ void mrc_udp_sock_setup(struct sock *sk, void *user_data, void (*ready)(struct s
  * GSO packet or GRO train, which is split here into its datagrams as
  * udp_queue_rcv_skb() would split it. Returns the datagrams linked by
  * ->next, each with data at its UDP header and a checksum known good; adds
- * to *@dropped those with a bad checksum or that could not be split. NULL
- * with *@dropped unchanged: the queue is empty.
+ * to *@bad_csum those with a bad checksum, and to *@unsplit those of a GSO
+ * packet or GRO train that could not be split (for want of memory). NULL
+ * with both unchanged: the queue is empty.
  */
-struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
+struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *bad_csum, u32 *unsplit)
 {
 	struct sk_buff *skb, *segs, *seg, *next;
 	int off = 0, err;
@@ -492,7 +493,7 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
 		/* As udp_recvmsg(): the checksum is checked on the way out. */
 		if (!csum_ok && __udp_lib_checksum_complete(skb)) {
 			__UDP_INC_STATS(sock_net(sk), UDP_MIB_CSUMERRORS, 0);
-			(*dropped)++;
+			(*bad_csum)++;
 			kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
 			return NULL;
 		}
@@ -504,7 +505,7 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped)
 	__skb_push(skb, -skb_mac_offset(skb));
 	segs = udp_rcv_segment(sk, skb, skb->protocol == htons(ETH_P_IP));
 	if (!segs) {
-		*dropped += n;
+		*unsplit += n;
 		return NULL;
 	}
 	skb_list_walk_safe(segs, seg, next) {

@@ -173,12 +173,14 @@ struct Stats {
     rx_backlog: Counter,
     drop_decode: PerCpuCounters<{ DecodeError::COUNT }>,
     drop_no_session: Counter,
+    /// Datagrams dropped for want of memory: not made linear, not split
+    /// from their GSO packet or GRO train, or SYNs whose connection could
+    /// not be created.
     drop_no_memory: Counter,
     drop_wrong_source: Counter,
     drop_rcvbuf: Counter,
     drop_rmem_max: Counter,
-    /// Datagrams with a bad UDP checksum, or GSO packets that could not be
-    /// split.
+    /// Datagrams with a bad UDP checksum.
     drop_udp_checksum: Counter,
     drop_conn: PerCpuCounters<{ CONN_DROPS.len() }>,
     drop_backlog: Counter,
@@ -678,11 +680,18 @@ impl MrcNet {
         self.stats.rx_gro.count(1);
     }
 
-    /// Counts `n` datagrams with a bad UDP checksum, or GSO packets that
-    /// could not be split.
+    /// Counts `n` datagrams with a bad UDP checksum.
     pub(crate) fn count_udp_checksum(&self, n: u32) {
         if n > 0 {
             self.stats.drop_udp_checksum.count(u64::from(n));
+        }
+    }
+
+    /// Counts `n` datagrams of a GSO packet or GRO train that could not be
+    /// split, for want of memory.
+    pub(crate) fn count_unsplit(&self, n: u32) {
+        if n > 0 {
+            self.stats.drop_no_memory.count(u64::from(n));
         }
     }
 

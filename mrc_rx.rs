@@ -25,8 +25,9 @@ impl EncapHandler for MrcNet {
     /// datagrams for one connection go to it together: one session lookup
     /// and one turn of its lock for a GSO packet or a GRO train, and one
     /// acknowledgement at most.
-    fn receive(&self, mut batch: SkbList, dropped: u32) {
-        self.count_udp_checksum(dropped);
+    fn receive(&self, mut batch: SkbList, bad_csum: u32, unsplit: u32) {
+        self.count_udp_checksum(bad_csum);
+        self.count_unsplit(unsplit);
         let mut datagrams = 0u32;
         let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
         while let Some(mut skb) = batch.pop() {

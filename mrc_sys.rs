@@ -1147,9 +1147,10 @@ pub(crate) fn with_bh_disabled<R>(f: impl FnOnce() -> R) -> R {
 pub(crate) trait EncapHandler: Sync {
     /// Takes the datagrams that arrived together (one datagram, or the
     /// datagrams of one GSO packet or GRO train), each with `data` at its
-    /// UDP header and its UDP checksum verified; `dropped` more of them
-    /// failed that check or could not be split.
-    fn receive(&self, batch: SkbList, dropped: u32);
+    /// UDP header and its UDP checksum verified; `bad_csum` more of them
+    /// failed that check, and `unsplit` could not be split from their GSO
+    /// packet or GRO train (for want of memory).
+    fn receive(&self, batch: SkbList, bad_csum: u32, unsplit: u32);
 }
 
 /// `sk_data_ready` of the tunnel socket: hands everything queued on it to
@@ -1168,18 +1169,18 @@ unsafe extern "C" fn data_ready<H: EncapHandler>(sk: *mut bindings::sock) {
         return;
     }
     loop {
-        let mut dropped = 0u32;
+        let (mut bad_csum, mut unsplit) = (0u32, 0u32);
         // SAFETY: `sk` is a live UDP socket (above); the call takes the
         // queue's locks itself.
-        let list = unsafe { bindings::mrc_udp_dequeue(sk, &mut dropped) };
-        if list.is_null() && dropped == 0 {
+        let list = unsafe { bindings::mrc_udp_dequeue(sk, &mut bad_csum, &mut unsplit) };
+        if list.is_null() && bad_csum == 0 && unsplit == 0 {
             return;
         }
         // SAFETY: `mrc_udp_dequeue` hands us ownership of the list.
         let batch = unsafe { SkbList::from_raw(list) };
         // SAFETY: user data is cleared and an RCU grace period waited for
         // before the handler goes away (`UdpTunnel::drop`), so it is alive.
-        unsafe { (*handler).receive(batch, dropped) };
+        unsafe { (*handler).receive(batch, bad_csum, unsplit) };
     }
 }
 

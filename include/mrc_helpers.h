@@ -84,7 +84,7 @@ struct net *mrc_sock_net(const struct sock *sk);
 void *mrc_sk_user_data(const struct sock *sk);
 void mrc_sk_clear_user_data(struct sock *sk);
 void mrc_udp_sock_setup(struct sock *sk, void *user_data, void (*ready)(struct sock *sk));
-struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *dropped);
+struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *bad_csum, u32 *unsplit);
 void mrc_kfree_skb_list(struct sk_buff *segs);
 bool mrc_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 void mrc_kfree_skb(struct sk_buff *skb);
