@@ -902,6 +902,158 @@ def cmd_hold_client(args):
     sys.exit(0 if len(socks) == args.count else 1)
 
 
+# --- allocation failures ------------------------------------------------
+
+
+def checked_message(i, size):
+    """Message I of SIZE bytes (at least 8): its index and size, then a
+    pattern that depends on the index."""
+    pat = hashlib.sha256(str(i).encode()).digest()
+    body = (pat * (size // len(pat) + 1))[:size - 8]
+    return struct.pack("!II", i, size) + body
+
+
+def message_ok(m):
+    """Whether M is a message that checked_message() made."""
+    if len(m) < 8:
+        return False
+    i, size = struct.unpack_from("!II", m)
+    return size == len(m) and m == checked_message(i, size)
+
+
+def one_connection(addr, port, i, timeout):
+    """A connection that carries message I: connect, send, shut down the
+    sending side, wait for the server to close after reading it. Returns
+    "ok" or the name of the errno that a call failed with."""
+    size = 8 + (i * 7919) % 20000
+    try:
+        s = mrc_socket()
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    try:
+        tv = struct.pack("ll", timeout, 0)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
+        mrc_connect(s, addr, port)
+        s.send(checked_message(i, size))
+        s.shutdown(socket.SHUT_WR)
+        if s.recv(16) != b"":
+            return "data"
+        return "ok"
+    except OSError as e:
+        return errno.errorcode.get(e.errno, str(e.errno))
+    finally:
+        s.close()
+
+
+def fail_nth(n=None):
+    """Sets (N) or reads this thread's /proc fail-nth: the Nth allocation
+    that passes the fault injection filters fails."""
+    path = "/proc/thread-self/fail-nth"
+    if n is None:
+        with open(path) as f:
+            return int(f.read())
+    with open(path, "w") as f:
+        f.write(str(n))
+    return n
+
+
+def outcomes_line(what, outcomes):
+    counts = {}
+    for o in outcomes:
+        counts[o] = counts.get(o, 0) + 1
+    rest = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k != "ok")
+    return f"{what} {len(outcomes)}: ok {counts.get('ok', 0)}" + (f", {rest}" if rest else "")
+
+
+def cmd_connect_loop(args):
+    """Opens COUNT connections one after the other, each carrying one
+    message (one_connection()). Prints how many went through and how many
+    failed with each errno, then "sent N" (the messages the server must
+    have read); exits 1 if a call failed with an errno not in --allow."""
+    allowed = {"ok"} | set(filter(None, args.allow.split(",")))
+    out = [one_connection(args.addr, args.port, args.first + i, args.timeout)
+           for i in range(args.count)]
+    print(outcomes_line("connections", out), flush=True)
+    print(f"sent {out.count('ok')}", flush=True)
+    sys.exit(0 if set(out) <= allowed else 1)
+
+
+def cmd_fail_sweep(args):
+    """Fails the 1st, then the 2nd, ... allocation that passes the fault
+    injection filters (the kernel's in MRC's call chains, as configured)
+    made by this thread while it opens a connection that carries one
+    message (one_connection()), until a connection goes through without
+    reaching its Nth allocation. Prints how many allocations failed and
+    what each connection did, then "sent N"; exits 1 if a call failed with
+    an errno not in --allow, or the last connection did not go through."""
+    allowed = {"ok"} | set(filter(None, args.allow.split(",")))
+    out = []
+    clean = None
+    for n in range(1, args.max + 1):
+        fail_nth(n)
+        r = one_connection(args.addr, args.port, args.first + n, args.timeout)
+        left = fail_nth()
+        fail_nth(0)
+        if left:
+            clean = r
+            break
+        out.append(r)
+    print(outcomes_line("allocations failed", out) +
+          f"; then without a failure: {clean}", flush=True)
+    print("in turn: " + " ".join(out), flush=True)
+    print(f"sent {out.count('ok') + (clean == 'ok')}", flush=True)
+    sys.exit(0 if set(out) <= allowed and clean == "ok" else 1)
+
+
+def cmd_check_server(args):
+    """Until SIGTERM or SIGINT: accepts connections one at a time and reads
+    each to its end, then closes it; every message must be one that
+    checked_message() made. Waits with select() on one socket at a time,
+    which allocates nothing (an epoll registration may fail with ENOMEM).
+    Prints "listening", and at the end the connections, the messages
+    verified and those that were not, and the calls that failed, by errno;
+    exits 1 if a message was bad."""
+    stop = stop_flag()
+    lst = mrc_socket()
+    mrc_bind(lst, args.addr, args.port)
+    lst.listen(64)
+    print("listening", flush=True)
+    conns = good = bad = 0
+    errors = {}
+
+    def error(what, e):
+        name = f"{what} {errno.errorcode.get(e.errno, str(e.errno))}"
+        errors[name] = errors.get(name, 0) + 1
+
+    while not stop:
+        try:
+            if not select.select([lst], [], [], 0.2)[0]:
+                continue
+            c = mrc_accept(lst)
+        except OSError as e:
+            error("accept", e)
+            continue
+        conns += 1
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, struct.pack("ll", 30, 0))
+        while True:
+            try:
+                m = c.recv(MRC_MAX_MSG)
+            except OSError as e:
+                error("recv", e)
+                break
+            if not m:
+                break
+            if message_ok(m):
+                good += 1
+            else:
+                bad += 1
+        c.close()
+    errs = "".join(f", {k} {v}" for k, v in sorted(errors.items()))
+    print(f"connections {conns}, verified {good}, bad {bad}{errs}", flush=True)
+    sys.exit(1 if bad else 0)
+
+
 # --- host stalls --------------------------------------------------------
 
 
@@ -1000,6 +1152,26 @@ def main():
     c.add_argument("--progress", type=int, default=0, metavar="EVERY")
     c.add_argument("--cookies", action="store_true")
     c.set_defaults(fn=cmd_hold_client)
+    c = sub.add_parser("connect-loop")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("--first", type=int, default=0, metavar="I")
+    c.add_argument("--timeout", type=int, default=30, metavar="SECONDS")
+    c.add_argument("--allow", default="", metavar="ERRNO,...")
+    c.set_defaults(fn=cmd_connect_loop)
+    c = sub.add_parser("fail-sweep")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("--max", type=int, default=500)
+    c.add_argument("--first", type=int, default=0, metavar="I")
+    c.add_argument("--timeout", type=int, default=30, metavar="SECONDS")
+    c.add_argument("--allow", default="", metavar="ERRNO,...")
+    c.set_defaults(fn=cmd_fail_sweep)
+    c = sub.add_parser("check-server")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.set_defaults(fn=cmd_check_server)
     c = sub.add_parser("stall-watch")
     c.add_argument("--tick", type=float, default=5, metavar="MS")
     c.add_argument("--min", type=float, default=20, metavar="MS")
