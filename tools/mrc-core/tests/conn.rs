@@ -2210,7 +2210,11 @@ fn closed_window_answered_outlives_the_user_timeout() {
             .unwrap_or(now + MS);
         now = next.max(now + 1);
     }
-    assert_eq!(client.state(), State::Established, "after {probes} DATA packets");
+    assert_eq!(
+        client.state(),
+        State::Established,
+        "after {probes} DATA packets"
+    );
     // The probes back off (to the longest RTO), though every one is answered: before, each
     // answer reset the backoff and the probe went out at the shortest RTO, 15,000 times here.
     let wait_s = (until - MS) / 1_000_000_000;
