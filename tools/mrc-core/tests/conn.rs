@@ -2100,17 +2100,10 @@ fn receive_window_limits_the_sender_and_reopens() {
         client.send_message(4000).unwrap();
     }
     // The application on the server does not read: the window closes.
-    let mut now = MS;
-    for _ in 0..20 {
-        let data = drain(&mut client, now);
+    let (now, _) = unread_rounds(&mut client, &mut server, |c| {
         // Never more than the window, plus one window probe.
-        assert!(client.bytes_unacked() <= 10_000 + MSS as u64);
-        feed_all(&mut server, now, &data);
-        server.on_timeout(now + MS);
-        let acks = drain(&mut server, now + MS);
-        feed_all(&mut client, now + MS, &acks);
-        now += 2 * MS;
-    }
+        assert!(c.bytes_unacked() <= 10_000 + MSS as u64);
+    });
     let evs = events(&mut server);
     let delivered = messages(&evs);
     assert_eq!(
@@ -2133,6 +2126,29 @@ fn receive_window_limits_the_sender_and_reopens() {
     assert!(more.iter().any(|p| kind(p) == PacketType::Data));
 }
 
+/// Twenty rounds of the client sending what it may and the server, whose application reads
+/// nothing, acknowledging; `each` looks at the client after each of its turns. Returns the
+/// time after the last round and the DATA packets the client sent.
+fn unread_rounds(
+    client: &mut Conn,
+    server: &mut Conn,
+    mut each: impl FnMut(&Conn),
+) -> (u64, usize) {
+    let mut now = MS;
+    let mut sent = 0;
+    for _ in 0..20 {
+        let data = drain(client, now);
+        each(client);
+        sent += data.iter().filter(|p| kind(p) == PacketType::Data).count();
+        feed_all(server, now, &data);
+        server.on_timeout(now + MS);
+        let acks = drain(server, now + MS);
+        feed_all(client, now + MS, &acks);
+        now += 2 * MS;
+    }
+    (now, sent)
+}
+
 /// Empty and one-byte messages take the least window a packet takes, at both ends: a sender
 /// of small messages to a reader that reads nothing stops at the window, as a sender of large
 /// ones does, instead of sending hundreds of packets the receiver has no memory for.
@@ -2147,17 +2163,7 @@ fn small_messages_take_the_least_window_a_packet_takes() {
         for _ in 0..200 {
             client.send_message(len).unwrap();
         }
-        let mut now = MS;
-        let mut sent = 0;
-        for _ in 0..20 {
-            let data = drain(&mut client, now);
-            sent += data.iter().filter(|p| kind(p) == PacketType::Data).count();
-            feed_all(&mut server, now, &data);
-            server.on_timeout(now + MS);
-            let acks = drain(&mut server, now + MS);
-            feed_all(&mut client, now + MS, &acks);
-            now += 2 * MS;
-        }
+        let (now, sent) = unread_rounds(&mut client, &mut server, |_| ());
         let evs = events(&mut server);
         assert_eq!(messages(&evs).len(), 10, "{len}-byte messages: ten fit");
         assert_eq!(server.rwnd(), 0, "{len}-byte messages: the window is full");
