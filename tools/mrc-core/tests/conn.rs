@@ -2126,6 +2126,18 @@ fn receive_window_limits_the_sender_and_reopens() {
     assert!(more.iter().any(|p| kind(p) == PacketType::Data));
 }
 
+/// Both ends' timers at `now`, then what the client sends and the server's answers; returns
+/// the DATA packets the client sent.
+fn timer_turn(client: &mut Conn, server: &mut Conn, now: u64) -> usize {
+    client.on_timeout(now);
+    server.on_timeout(now);
+    let d = drain(client, now);
+    feed_all(server, now, &d);
+    let a = drain(server, now);
+    feed_all(client, now, &a);
+    d.iter().filter(|p| kind(p) == PacketType::Data).count()
+}
+
 /// Twenty rounds of the client sending what it may and the server, whose application reads
 /// nothing, acknowledging; `each` looks at the client after each of its turns. Returns the
 /// time after the last round and the DATA packets the client sent.
@@ -2202,13 +2214,7 @@ fn closed_window_answered_outlives_the_user_timeout() {
     let until = now + 3 * cfg.user_timeout_ns;
     let mut probes = 0;
     while now < until {
-        client.on_timeout(now);
-        server.on_timeout(now);
-        let d = drain(&mut client, now);
-        probes += d.iter().filter(|p| kind(p) == PacketType::Data).count();
-        feed_all(&mut server, now, &d);
-        let a = drain(&mut server, now);
-        feed_all(&mut client, now, &a);
+        probes += timer_turn(&mut client, &mut server, now);
         let next = [client.next_timeout(now), server.next_timeout(now)]
             .into_iter()
             .flatten()
@@ -2274,13 +2280,7 @@ fn closed_window_is_probed_after_lost_update() {
     for _ in 0..50 {
         let t = client.next_timeout(now).unwrap();
         now = t.max(now);
-        client.on_timeout(now);
-        server.on_timeout(now);
-        let d = drain(&mut client, now);
-        probes += d.iter().filter(|p| kind(p) == PacketType::Data).count();
-        feed_all(&mut server, now, &d);
-        let a = drain(&mut server, now);
-        feed_all(&mut client, now, &a);
+        probes += timer_turn(&mut client, &mut server, now);
         if probes > 0 && client.peer_rwnd() > 0 {
             break;
         }
