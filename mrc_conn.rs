@@ -248,6 +248,7 @@
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
+use super::mrc_limit::TokenBucket;
 use super::mrc_path::{
     HeldBack, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, UnknownProbe, MAX_PATHS,
 };
@@ -307,6 +308,13 @@ const CHALLENGE_ACK_LIMIT: u8 = 4;
 
 /// Interval over which [`CHALLENGE_ACK_LIMIT`] applies.
 const CHALLENGE_ACK_INTERVAL_NS: u64 = 100_000_000;
+
+/// ACKs a connection sends at most per second in answer to DATA packets it cannot take
+/// (beyond its receive window, or beyond its buffer): see [`Conn::answer_refused`].
+const REFUSAL_ACK_RATE: u32 = 50;
+
+/// Such answers that may go out back to back.
+const REFUSAL_ACK_BURST: u32 = 8;
 
 /// Until the handshake completes, the accepting end sends at most this many times the bytes
 /// it received in the peer's SYNs (QUIC's anti-amplification limit, RFC 9000, 8.1): see
@@ -787,6 +795,9 @@ pub struct ConnStats {
     /// the next expected sequence number, or to DATA or FIN with an unacceptable
     /// acknowledgement (see [`Conn::handle_packet`]).
     pub challenge_acks: u64,
+    /// ACKs not sent in answer to DATA packets beyond the receive window or buffer, over the
+    /// limit of [`REFUSAL_ACK_RATE`] a second (see [`Conn::answer_refused`]).
+    pub acks_limited: u64,
     /// Endpoints the peer announced in its SYN or SYN_ACK that were refused (see
     /// [`mrc_proto::screen_peer_endpoint`]).
     pub endpoints_refused: u64,
@@ -1241,6 +1252,9 @@ pub struct Conn {
     challenge_since_ns: u64,
     /// Challenge ACKs sent in that interval.
     challenge_count: u8,
+    /// Limit of the ACKs that answer DATA packets this end cannot take
+    /// ([`Conn::answer_refused`]).
+    refusal_acks: TokenBucket,
     /// Address the handshake's packets come from ([`Conn::set_handshake_peer`]).
     hs_peer_addr: Option<Endpoint>,
     /// The peer's address is not proven yet: what this end sends is held within
@@ -1373,6 +1387,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         rst_due: _,
         challenge_since_ns: _,
         challenge_count: _,
+        refusal_acks: _,
         hs_peer_addr: _,
         amp_limited: _,
         amp_rx: _,
@@ -1530,6 +1545,8 @@ impl Conn {
             addr_of_mut!((*p).rst_due).write(None);
             addr_of_mut!((*p).challenge_since_ns).write(0);
             addr_of_mut!((*p).challenge_count).write(0);
+            addr_of_mut!((*p).refusal_acks)
+                .write(TokenBucket::new(REFUSAL_ACK_RATE, REFUSAL_ACK_BURST));
             addr_of_mut!((*p).hs_peer_addr).write(None);
             addr_of_mut!((*p).amp_limited).write(false);
             addr_of_mut!((*p).amp_rx).write(0);
@@ -3118,6 +3135,24 @@ impl Conn {
         Input::Dropped(DropReason::BadRst)
     }
 
+    /// Asks for an ACK in answer to a DATA packet this end cannot take: beyond its receive
+    /// window, or beyond its buffer. It tells an honest sender the window and what arrived;
+    /// the window updates that follow as the application reads tell it the rest. A peer
+    /// that ignores the window would get one ACK for each packet it floods, so at most
+    /// [`REFUSAL_ACK_RATE`] go out a second (as TCP limits its answers to segments outside
+    /// its window, `tcp_invalid_ratelimit`); an ACK already due answers the packet too. The
+    /// answers not sent are counted in [`ConnStats::acks_limited`].
+    fn answer_refused(&mut self, now_ns: u64) {
+        if self.ack_now {
+            return;
+        }
+        if self.refusal_acks.allow(now_ns) {
+            self.ack_now = true;
+        } else {
+            self.stats.acks_limited = self.stats.acks_limited.saturating_add(1);
+        }
+    }
+
     /// Sends a challenge ACK (RFC 5961, 3.2 and 5.2), which tells the peer this end's
     /// `rcv_nxt` and `snd_nxt`, on the path `path_id` if the connection has it; in
     /// SynReceived, where no ACK goes out, the SYN_ACK is sent again instead. At most
@@ -3690,7 +3725,7 @@ impl Conn {
                 return Input::Dropped(DropReason::Duplicate);
             }
             RcvSeq::Beyond => {
-                self.ack_now = true;
+                self.answer_refused(now_ns);
                 self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
                 return Input::Dropped(DropReason::OutOfWindow);
             }
@@ -3718,7 +3753,7 @@ impl Conn {
             // send ring bounds what this can hold.
             let head = seq == self.rcv_nxt && self.rcv_unread == 0;
             if !(fits || head) {
-                self.ack_now = true;
+                self.answer_refused(now_ns);
                 self.stats.rcv_dropped = self.stats.rcv_dropped.saturating_add(1);
                 return Input::Dropped(DropReason::NoBuffer);
             }

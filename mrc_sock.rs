@@ -2134,6 +2134,7 @@ fn put_counters(m: &mut GenlMsg, c: &ConnStats) -> Result {
                 c.endpoints_refused,
             ),
             (nl::MRC_A_CONN_COUNTERS_AMP_LIMITED, c.amp_limited),
+            (nl::MRC_A_CONN_COUNTERS_ACKS_LIMITED, c.acks_limited),
         ] {
             m.put_uint(attr, v)?;
         }

@@ -298,7 +298,8 @@ def cmd_raw_flood(args):
     port DPORT from SRC with a handshake of its own over a plain UDP socket
     (answering a RETRY if it gets one), then sends COUNT one-byte messages
     at once, without waiting for any acknowledgement or resending any;
-    prints how many it sent."""
+    prints how many it sent, how many ACKs came back within 2 s and how
+    many milliseconds the sending took."""
     s = socket.socket(family_of(args.dst), socket.SOCK_DGRAM)
     s.bind((args.src, 0))
     dst = (args.dst, args.port)
@@ -332,11 +333,19 @@ def cmd_raw_flood(args):
     if peer_isn is None:
         print(f"no SYN_ACK (isn {isn:x}; got {', '.join(got)})")
         return
+    start = time.monotonic()
     for i in range(args.count):
         pkt = seal(TYPES["data"] | FIRST_LAST, sid, 0, isn + i, peer_isn, bytes([i & 255]),
                    crc32c_fast)
         s.sendto(pkt, dst)
-    print(f"sent {args.count}")
+    took = time.monotonic() - start
+    acks = 0
+    end = time.monotonic() + 2
+    while (left := end - time.monotonic()) > 0 and select.select([s], [], [], left)[0]:
+        data = s.recv(2048)
+        if len(data) >= HDR.size and HDR.unpack(data[:HDR.size])[2] & 0xFF == TYPES["ack"]:
+            acks += 1
+    print(f"sent {args.count} acks {acks} ms {int(took * 1000)}")
 
 
 def cmd_never_close(args):

@@ -2196,6 +2196,49 @@ fn small_messages_take_the_least_window_a_packet_takes() {
     }
 }
 
+/// A peer that ignores the window and floods one-byte messages at a reader that reads nothing
+/// gets a few ACKs, not one for each packet dropped (as TCP limits its answers to segments
+/// outside its window); the first packet it has no room for is answered.
+#[test]
+fn a_flood_beyond_the_window_gets_a_few_acks() {
+    let small = ConnConfig {
+        rcvbuf: 10 * MIN_WINDOW_COST,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(ConnConfig::default(), small);
+    client.send_message(1).unwrap();
+    let first = drain(&mut client, MS);
+    let pkt = decode(&first[0]).unwrap();
+    assert_eq!(pkt.header.packet_type(), Some(PacketType::Data));
+    let (mut acks, mut taken, mut first_answered) = (0, 0, None);
+    // 1,000 packets over 10 ms, as fast as a host sends them.
+    for i in 0..1000u64 {
+        let now = MS + i * 10 * US;
+        let mut forged = pkt.clone();
+        forged.header.seq = pkt.header.seq + i;
+        let input = server.handle_packet(now, &forged);
+        let answered = drain(&mut server, now)
+            .iter()
+            .filter(|p| kind(p) == PacketType::Ack)
+            .count();
+        acks += answered;
+        if matches!(input, Input::Store { .. }) {
+            taken += 1;
+        } else if first_answered.is_none() {
+            first_answered = Some(answered);
+        }
+    }
+    assert_eq!(taken, 10, "ten fit the window");
+    assert_eq!(
+        first_answered,
+        Some(1),
+        "the first refused packet is answered"
+    );
+    // The burst, and the rate over the 10 ms: 8 + 1, plus the ACKs of what was taken.
+    assert!(acks <= 20, "{acks} ACKs for 1,000 packets");
+    assert!(server.stats().acks_limited >= 970, "{:?}", server.stats());
+}
+
 /// A reader that stops reading for longer than the user timeout does not make the sender give
 /// up while it answers the window probes (RFC 1122, 4.2.2.17): a closed window is not a dead
 /// peer, even while a probe the receiver had no room for is outstanding.

@@ -246,6 +246,15 @@ pub fn show(dump: &ConnDump) -> String {
                     get("amp_limited"),
                 );
             }
+            // Only a peer that ignores the window makes this end withhold
+            // answers to the packets it has no room for.
+            if get("acks_limited") > 0 {
+                let _ = writeln!(
+                    out,
+                    "  answers withheld to packets beyond the window: {}",
+                    get("acks_limited"),
+                );
+            }
         }
         if let Some(k) = c.cookie {
             let _ = writeln!(out, "  cookie: {k}");

@@ -247,6 +247,7 @@ attr_set!(
         CHALLENGE_ACKS = 16, "challenge-acks", "uint";
         ENDPOINTS_REFUSED = 17, "endpoints-refused", "uint";
         AMP_LIMITED = 18, "amp-limited", "uint";
+        ACKS_LIMITED = 19, "acks-limited", "uint";
     }
 );
 
