@@ -200,7 +200,8 @@ int mrc_msg_copy_piece(struct sock *sk, struct msghdr *msg, unsigned int len,
 	struct page_frag *pfrag = sk_page_frag(sk);
 	unsigned int n;
 
-	if (!skb_page_frag_refill(32U, pfrag, sk->sk_allocation))
+	/* The sending task's memory cgroup pays for the pages it fills. */
+	if (!skb_page_frag_refill(32U, pfrag, sk->sk_allocation | __GFP_ACCOUNT))
 		return -ENOMEM;
 	n = min_t(unsigned int, len, pfrag->size - pfrag->offset);
 	if (copy_page_from_iter(pfrag->page, pfrag->offset, n, &msg->msg_iter) != n)

@@ -384,17 +384,27 @@ fn session_fields_are_initialised(s: &Session) {
 }
 
 impl Session {
-    /// Allocates a session with a fresh connection core.
+    /// Allocates a session with a fresh connection core, charged to the
+    /// calling task's memory cgroup if `account` (`connect`: the
+    /// application pays for its connection, as for its socket; the
+    /// listener's work, in a kernel thread, makes the connections it
+    /// accepts without).
     fn new(
         net: &MrcNet,
         cfg: ConnConfig,
         path: PathAddr,
         locals: Locals,
         ev_per_plane: u16,
+        account: bool,
     ) -> Result<VBox<Session>> {
+        let gfp = if account {
+            GFP_KERNEL_ACCOUNT
+        } else {
+            GFP_KERNEL
+        };
         // A failure is the caller's ENOMEM (or a SYN dropped and counted),
         // not a reason for vmalloc to dump the stack.
-        let mut b = VBox::<Session>::new_uninit(GFP_KERNEL | __GFP_NOWARN)?;
+        let mut b = VBox::<Session>::new_uninit(gfp | __GFP_NOWARN)?;
         let p = b.as_mut_ptr();
         // SAFETY: `p` points to uninitialised, writable memory for a
         // `Session`; every field is written once, arrays element by element,
@@ -1267,7 +1277,7 @@ fn new_connection(listener: &Sock, skb: &SkBuff) -> Result {
     let opts = listener.state().inner.lock().opts;
     opts.apply(&mut cfg);
     let locals = local_endpoints(net, addrs.dst);
-    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane())?;
+    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane(), false)?;
     let now = mrc_sys::now_ns();
     let offered = locals.eps.get(..locals.n).unwrap_or(&[]);
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
@@ -1568,7 +1578,7 @@ pub(crate) fn connect(sk: &Sock, addr: &MrcAddr, nonblock: bool) -> Result {
     sk.state().inner.lock().opts.apply(&mut cfg);
     let locals = local_endpoints(net, src);
     let n = locals.n;
-    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane())?;
+    let mut sess = Session::new(net, cfg, path, locals, net.ev_per_plane(), true)?;
     let mut list = [Endpoint::v4([0; 4], 0, false); MAX_ENDPOINTS];
     for (d, e) in list.iter_mut().zip(locals.eps.iter().flatten()) {
         *d = *e;

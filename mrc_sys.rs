@@ -3188,13 +3188,16 @@ impl Msg {
 
     /// Copies the next `len` bytes of the message into the page fragments
     /// `sk` writes through: the bytes of one MRC message. May sleep.
+    ///
+    /// The pages and the list of pieces are charged to the sending task's
+    /// memory cgroup (`__GFP_ACCOUNT`), as a TCP socket's send queue is.
     pub(crate) fn copy_in(&mut self, sk: &Sock, len: usize) -> Result<MsgBuf> {
         let len = u32::try_from(len).map_err(|_| EINVAL)?;
         let pieces = len as usize / kernel::page::PAGE_SIZE + 2;
         let mut buf = MsgBuf {
             // A failure is `send`'s ENOMEM, not a reason for the vmalloc
             // fallback of a large message's list to dump the stack.
-            pieces: KVVec::with_capacity(pieces, GFP_KERNEL | __GFP_NOWARN)?,
+            pieces: KVVec::with_capacity(pieces, GFP_KERNEL_ACCOUNT | __GFP_NOWARN)?,
             len: 0,
         };
         while buf.len < len {
@@ -3221,7 +3224,7 @@ impl Msg {
                 len: n,
                 at: buf.len,
             };
-            if buf.pieces.push(piece, GFP_KERNEL).is_err() {
+            if buf.pieces.push(piece, GFP_KERNEL_ACCOUNT).is_err() {
                 // SAFETY: the copy took a reference for the piece, which
                 // `buf` could not keep.
                 unsafe { bindings::mrc_put_page(page.as_ptr()) };

@@ -814,6 +814,39 @@ def cmd_hold_server(args):
     print(f"received {got} bytes; {left} connections left; {extra} more accepted", flush=True)
 
 
+def cgroup_memory(group):
+    """Bytes charged to the memory cgroup whose directory is GROUP."""
+    with open(f"{group}/memory.current") as f:
+        return int(f.read())
+
+
+def cmd_memcg(args):
+    """Run inside the memory cgroup whose directory is GROUP: opens COUNT
+    connections to ADDR:PORT and prints what they added to the cgroup's
+    memory.current; then sends one message of SIZE bytes to a reader at
+    ADDR:SINK_PORT that reads nothing and prints what the part not yet
+    acknowledged added."""
+    raise_nofile(args.count + 64)
+    payload = bytes(args.size)
+    base = cgroup_memory(args.group)
+    conns = []
+    for _ in range(args.count):
+        c = mrc_socket()
+        mrc_connect(c, args.addr, args.port)
+        conns.append(c)
+    print(f"conns {args.count} added {cgroup_memory(args.group) - base}", flush=True)
+    sink = mrc_socket()
+    mrc_connect(sink, args.addr, args.sink_port)
+    sink.settimeout(30)
+    time.sleep(0.5)
+    base = cgroup_memory(args.group)
+    sink.send(payload)
+    time.sleep(1)
+    print(f"message {args.size} added {cgroup_memory(args.group) - base}", flush=True)
+    for c in conns + [sink]:
+        c.close()
+
+
 def cmd_churn(args):
     """Until SIGTERM or SIGINT: opens a connection, sends one message,
     closes it, again and again; prints how many it opened. Exits 1 if any
@@ -1139,6 +1172,14 @@ def main():
     c.add_argument("count", type=int)
     c.add_argument("--timeout", type=float, default=600)
     c.set_defaults(fn=cmd_hold_server)
+    c = sub.add_parser("memcg")
+    c.add_argument("group")
+    c.add_argument("addr")
+    c.add_argument("port", type=int)
+    c.add_argument("count", type=int)
+    c.add_argument("sink_port", type=int)
+    c.add_argument("size", type=int)
+    c.set_defaults(fn=cmd_memcg)
     c = sub.add_parser("churn")
     c.add_argument("addr")
     c.add_argument("port", type=int)
