@@ -19,7 +19,10 @@ pub mod mrc_conn;
 pub mod mrc_limit;
 pub mod mrc_path;
 pub mod mrc_proto;
+pub mod mrc_slots;
 
+// What the core allocates comes from here (`tools/mrc-core` has its own).
+mod mrc_alloc;
 mod mrc_io;
 mod mrc_net;
 mod mrc_rx;

@@ -6,6 +6,11 @@
 
 #![no_std]
 
+extern crate alloc;
+
+/// What the core allocates comes from here; the module build has its own.
+pub mod mrc_alloc;
+
 #[path = "../../../mrc_proto.rs"]
 pub mod mrc_proto;
 
@@ -20,3 +25,6 @@ pub mod mrc_conn;
 
 #[path = "../../../mrc_limit.rs"]
 pub mod mrc_limit;
+
+#[path = "../../../mrc_slots.rs"]
+pub mod mrc_slots;
