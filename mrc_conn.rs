@@ -239,18 +239,19 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 156 KiB on a 64-bit target (the path table alone is about 86 KiB, the send
-//! ring 40 KiB); the kernel keeps it in a heap-allocated connection, which it initialises with
-//! [`Conn::init_in_place`] since [`Conn::new`] returns the whole structure by value and kernel
-//! stacks are 16 KiB. Apart from `Conn::new` (and `Clone`), no function keeps more than a few
-//! hundred bytes on its stack.
+//! A `Conn` is about 62 KiB on a 64-bit target (the send ring 40 KiB), plus about 4 KiB for
+//! each 10 paths, whose slots its path table allocates a chunk at a time as paths are added
+//! (see "Memory" in [`crate::mrc_path`]). The kernel keeps it in a heap-allocated connection,
+//! which it initialises with [`Conn::init_in_place`] since [`Conn::new`] returns the whole
+//! structure by value and kernel stacks are 16 KiB. Apart from `Conn::new`, no function keeps
+//! more than a few hundred bytes on its stack.
 
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
 use super::mrc_limit::TokenBucket;
 use super::mrc_path::{
-    HeldBack, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, UnknownProbe, MAX_PATHS,
+    HeldBack, PathConfig, PathIds, PathIdx, PathSet, PathState, PathTable, UnknownProbe,
 };
 use super::mrc_proto::{
     self, Body, EncodeError, Endpoint, Flags, Handshake, Header, Packet, PacketType, Probe, Sack,
@@ -354,7 +355,7 @@ const REORDER_DECAY_NS: u64 = 8_000_000_000;
 /// Largest ACK on the wire: what one takes of the validation credit at most.
 const MAX_ACK_LEN: u64 = (HEADER_LEN + SACK_FIXED_LEN + MAX_SACK_BYTES) as u64;
 
-/// [`Conn::path_remote`] of a path that leads to none of the peer's announced endpoints.
+/// [`ConnPath`]'s `remote` of a path that leads to none of the peer's announced endpoints.
 const NO_REMOTE: u8 = u8::MAX;
 
 /// Smallest buffer [`Conn::poll_transmit`] accepts: room for any control packet.
@@ -954,6 +955,35 @@ struct Reorder {
     hedge: Widening,
 }
 
+/// What the connection keeps for each path, in the path's slot of its [`PathTable`]
+/// ([`PathTable::extra`]): a new path starts with the default, and it goes with the path.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnPath {
+    /// Largest `tx_order` of a packet sent on the path and acknowledged (by an answer that
+    /// can be its own): RACK's most recently delivered packet of the path.
+    rack_order: u64,
+    /// Reorder window of the path.
+    reorder: Reorder,
+    /// Index in `peer_eps` of the endpoint the path leads to ([`Conn::add_peer_path`]), or
+    /// [`NO_REMOTE`].
+    remote: u8,
+}
+
+// A chunk of a connection's path slots must fit the 4 KiB kmalloc size class that
+// `PATH_CHUNK` is chosen for; a `Path` or `ConnPath` that grows past it calls for a smaller
+// `PATH_CHUNK`.
+const _: () = assert!(PathTable::<ConnPath>::CHUNK_BYTES <= 4096);
+
+impl Default for ConnPath {
+    fn default() -> Self {
+        ConnPath {
+            rack_order: 0,
+            reorder: Reorder::default(),
+            remote: NO_REMOTE,
+        }
+    }
+}
+
 /// One received packet not yet below the cumulative ack.
 #[derive(Clone, Copy, Debug, Default)]
 struct RecvSlot {
@@ -1151,8 +1181,9 @@ pub fn emit_data_head(
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 156 KiB; keep it on the heap.
-#[derive(Clone, Debug)]
+/// See the module documentation for how the glue drives it. About 62 KiB, plus its paths'
+/// slots; keep it on the heap.
+#[derive(Debug)]
 pub struct Conn {
     cfg: ConnConfig,
     state: State,
@@ -1165,7 +1196,7 @@ pub struct Conn {
     local_port: u16,
     /// MRC port of the peer's socket.
     peer_port: u16,
-    paths: PathTable,
+    paths: PathTable<ConnPath>,
     local_eps: [Option<Endpoint>; MAX_ENDPOINTS],
     peer_eps: [Option<Endpoint>; MAX_ENDPOINTS],
 
@@ -1199,7 +1230,7 @@ pub struct Conn {
     /// Slots flagged [`SF_HEDGE_DUE`].
     hedge_due: u32,
     /// Largest `tx_order` of a packet acknowledged (by an answer that can be its own, as for
-    /// `rack_order`): at least every path's `rack_order`.
+    /// `rack_order`): at least every path's `rack_order` ([`ConnPath`]).
     acked_order: u64,
     msgq: [u32; MSG_QUEUE],
     msgq_head: usize,
@@ -1234,10 +1265,7 @@ pub struct Conn {
     persist_probe: bool,
     /// The latest window probe, while it may still be outstanding.
     wprobe_seq: Option<u64>,
-    rack_order: [u64; MAX_PATHS],
     rack_deadline: Option<u64>,
-    /// Reorder window of each path.
-    reorder: [Reorder; MAX_PATHS],
     /// Recent RACK losses and hedges (sequence number, path, with [`HEDGE_MARK`] for a
     /// hedge), matched against D-SACKs.
     rack_lost: [Resent; RACK_LOST_RING],
@@ -1265,9 +1293,6 @@ pub struct Conn {
     amp_rx: u64,
     /// Bytes sent while `amp_limited`.
     amp_tx: u64,
-    /// Per path index, the index in `peer_eps` of the endpoint the path leads to
-    /// ([`Conn::add_peer_path`]), or [`NO_REMOTE`].
-    path_remote: [u8; MAX_PATHS],
     /// Bit `i` set: `peer_eps[i]` is proven, a probe sent there was answered.
     proven_eps: u32,
 
@@ -1375,9 +1400,7 @@ fn conn_fields_are_initialised(c: &Conn) {
         persist: _,
         persist_probe: _,
         wprobe_seq: _,
-        rack_order: _,
         rack_deadline: _,
-        reorder: _,
         rack_lost: _,
         rack_lost_next: _,
         probe_due: _,
@@ -1392,7 +1415,6 @@ fn conn_fields_are_initialised(c: &Conn) {
         amp_limited: _,
         amp_rx: _,
         amp_tx: _,
-        path_remote: _,
         proven_eps: _,
         peer_isn: _,
         rcv_nxt: _,
@@ -1430,7 +1452,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 156 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 62 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();
@@ -1445,7 +1467,7 @@ impl Conn {
     /// Fields are written one at a time and the arrays one element at a time, so no temporary
     /// larger than a few hundred bytes is put on the stack: this is how the kernel sets up a
     /// connection in heap memory. Whatever `slot` held before is overwritten without being
-    /// dropped (a `Conn` owns nothing that needs dropping).
+    /// dropped: a connection there would leak its path slots.
     pub fn init_in_place(slot: &mut MaybeUninit<Conn>, cfg: ConnConfig) -> &mut Conn {
         let p = slot.as_mut_ptr();
         // SAFETY: `p` comes from a `&mut MaybeUninit<Conn>`, so it is non-null, aligned and
@@ -1464,7 +1486,7 @@ impl Conn {
             addr_of_mut!((*p).local_port).write(0);
             addr_of_mut!((*p).peer_port).write(0);
             PathTable::init_in_place(
-                &mut *addr_of_mut!((*p).paths).cast::<MaybeUninit<PathTable>>(),
+                &mut *addr_of_mut!((*p).paths).cast::<MaybeUninit<PathTable<ConnPath>>>(),
                 cfg.path,
             );
             let local_eps = addr_of_mut!((*p).local_eps).cast::<Option<Endpoint>>();
@@ -1521,15 +1543,7 @@ impl Conn {
             addr_of_mut!((*p).persist).write(false);
             addr_of_mut!((*p).persist_probe).write(false);
             addr_of_mut!((*p).wprobe_seq).write(None);
-            let rack_order = addr_of_mut!((*p).rack_order).cast::<u64>();
-            for i in 0..MAX_PATHS {
-                rack_order.add(i).write(0);
-            }
             addr_of_mut!((*p).rack_deadline).write(None);
-            let reorder = addr_of_mut!((*p).reorder).cast::<Reorder>();
-            for i in 0..MAX_PATHS {
-                reorder.add(i).write(Reorder::default());
-            }
             let rack_lost = addr_of_mut!((*p).rack_lost).cast::<Resent>();
             for i in 0..RACK_LOST_RING {
                 rack_lost.add(i).write(Resent::NONE);
@@ -1551,10 +1565,6 @@ impl Conn {
             addr_of_mut!((*p).amp_limited).write(false);
             addr_of_mut!((*p).amp_rx).write(0);
             addr_of_mut!((*p).amp_tx).write(0);
-            let path_remote = addr_of_mut!((*p).path_remote).cast::<u8>();
-            for i in 0..MAX_PATHS {
-                path_remote.add(i).write(NO_REMOTE);
-            }
             addr_of_mut!((*p).proven_eps).write(0);
             addr_of_mut!((*p).peer_isn).write(0);
             addr_of_mut!((*p).rcv_nxt).write(0);
@@ -1674,13 +1684,13 @@ impl Conn {
     }
 
     /// Returns the path table.
-    pub fn paths(&self) -> &PathTable {
+    pub fn paths(&self) -> &PathTable<ConnPath> {
         &self.paths
     }
 
     /// Returns the path table, for adding and configuring paths. Paths of a connection that
     /// may have data in flight are removed with [`Conn::remove_path`].
-    pub fn paths_mut(&mut self) -> &mut PathTable {
+    pub fn paths_mut(&mut self) -> &mut PathTable<ConnPath> {
         &mut self.paths
     }
 
@@ -1717,22 +1727,15 @@ impl Conn {
             }
             seq = seq.saturating_add(1);
         }
-        if let Some(r) = self.rack_order.get_mut(idx) {
-            *r = 0;
-        }
-        if let Some(r) = self.reorder.get_mut(idx) {
-            *r = Reorder::default();
-        }
         self.probe_due.remove(idx);
-        if let Some(r) = self.path_remote.get_mut(idx) {
-            *r = NO_REMOTE;
-        }
+        // What the connection kept for the path goes with its slot.
         self.paths.remove(idx);
         Ok(idx)
     }
 
     /// Adds a path to `remote`, an endpoint the peer announced ([`Conn::peer_endpoints`]),
-    /// and returns its index, or `None` if the table is full.
+    /// and returns its index, or `None` if the table is full or the memory for its slot
+    /// cannot be allocated.
     ///
     /// A path to an address already proven is added as [`PathTable::add`] adds one: the
     /// address the handshake came from (or went to, [`Conn::set_handshake_peer`]; the
@@ -1760,8 +1763,8 @@ impl Conn {
         } else {
             self.paths.add_unvalidated(now_ns, ids, backup)?
         };
-        if let Some(r) = self.path_remote.get_mut(idx) {
-            *r = tag;
+        if let Some(e) = self.paths.extra_mut(idx) {
+            e.remote = tag;
         }
         Some(idx)
     }
@@ -1778,13 +1781,13 @@ impl Conn {
     /// A probe's answer validated path `idx`: its endpoint is proven, and so is every other
     /// path to it.
     fn on_path_validated(&mut self, now_ns: u64, idx: PathIdx) {
-        let tag = self.path_remote.get(idx).copied().unwrap_or(NO_REMOTE);
+        let tag = self.paths.extra(idx).map_or(NO_REMOTE, |e| e.remote);
         let Some(bit) = 1u32.checked_shl(u32::from(tag)) else {
             return;
         };
         self.proven_eps |= bit;
         for j in 0..self.paths.index_end() {
-            if j != idx && self.path_remote.get(j) == Some(&tag) {
+            if j != idx && self.paths.extra(j).is_some_and(|e| e.remote == tag) {
                 self.paths.validate(j, now_ns);
             }
         }
@@ -3299,8 +3302,8 @@ impl Conn {
                                 .and_then(|p| p.min_rtt_ns())
                                 .unwrap_or(0));
                 if plausible {
-                    if let Some(r) = self.rack_order.get_mut(path) {
-                        *r = (*r).max(slot.tx_order);
+                    if let Some(e) = self.paths.extra_mut(path) {
+                        e.rack_order = e.rack_order.max(slot.tx_order);
                     }
                     self.acked_order = self.acked_order.max(slot.tx_order);
                 }
@@ -3431,7 +3434,9 @@ impl Conn {
     /// Returns the multiple of the base reorder window a path uses at `now_ns`: it halves
     /// every [`REORDER_DECAY_NS`] after the latest needless retransmission.
     fn reorder_mult(&self, path: PathIdx, now_ns: u64) -> u64 {
-        self.reorder.get(path).map_or(1, |r| r.rack.get(now_ns))
+        self.paths
+            .extra(path)
+            .map_or(1, |e| e.reorder.rack.get(now_ns))
     }
 
     /// Returns the RACK reorder window of a path: a quarter of its minimum RTT (at least
@@ -3459,7 +3464,8 @@ impl Conn {
     /// retransmission (see [`Widening::widen`]).
     fn widen(&mut self, now_ns: u64, path: PathIdx, hedge: bool) {
         let srtt = self.paths.get(path).and_then(|p| p.srtt_ns()).unwrap_or(0);
-        if let Some(r) = self.reorder.get_mut(path) {
+        if let Some(e) = self.paths.extra_mut(path) {
+            let r = &mut e.reorder;
             let w = if hedge { &mut r.hedge } else { &mut r.rack };
             w.widen(now_ns, srtt);
         }
@@ -3511,7 +3517,7 @@ impl Conn {
                     break;
                 }
                 let path = usize::from(slot.path);
-                let newest = self.rack_order.get(path).copied().unwrap_or(0);
+                let newest = self.paths.extra(path).map_or(0, |e| e.rack_order);
                 if slot.tx_order < newest {
                     let srtt = self
                         .paths
@@ -3559,7 +3565,10 @@ impl Conn {
         let p = self.paths.get(path)?;
         let srtt = p.srtt_ns()?;
         let var = p.rttvar_ns().unwrap_or(0);
-        let mult = self.reorder.get(path).map_or(1, |r| r.hedge.get(now_ns));
+        let mult = self
+            .paths
+            .extra(path)
+            .map_or(1, |e| e.reorder.hedge.get(now_ns));
         Some(
             srtt.saturating_add(var.saturating_mul(4).max(self.reorder_window(path, now_ns)))
                 .max(p.recent_late_answer_ns())

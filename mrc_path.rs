@@ -3,12 +3,13 @@
 //!
 //! A connection sprays its packets over up to [`MAX_PATHS`] paths. This module
 //! keeps one [`Path`] per path (identity, state, RTT estimate, counters,
-//! bytes in flight and a congestion controller) in a fixed-size
-//! [`PathTable`], decides which path carries the next packet, and runs the
-//! failure detector. Like the rest of the sans-IO core it depends on `core`
-//! only: the glue reports events with the current time in nanoseconds and
-//! acts on the returned decisions; nothing here reads a clock, allocates,
-//! locks, uses floating point or can panic.
+//! bytes in flight and a congestion controller) in a [`PathTable`], decides
+//! which path carries the next packet, and runs the failure detector. Like
+//! the rest of the sans-IO core it depends on `core` only: the glue reports
+//! events with the current time in nanoseconds and acts on the returned
+//! decisions; nothing here reads a clock, locks, uses floating point or can
+//! panic, and the only memory it allocates is the table's chunks of path
+//! slots (see "Memory" below).
 //!
 //! # Path states
 //!
@@ -133,15 +134,51 @@
 //! revive a path nor set its RTT.
 //! Since sends, acknowledgements and losses move the deadlines, the glue
 //! re-reads `next_timer` after reporting events.
+//!
+//! # Memory
+//!
+//! A table holds its paths' slots in chunks of [`PATH_CHUNK`] (10), allocated when a path is
+//! added to a chunk not yet present and freed when the chunk's last path is removed or the
+//! table goes ([`crate::mrc_slots`]); the table itself is 368 bytes. A slot holds the
+//! [`Path`] (344 bytes) and what the table's user keeps beside it
+//! ([`PathTable::extra`]); the connection keeps its RACK and reorder state of the path
+//! there (48 bytes, `ConnPath` in `mrc_conn`), so a chunk of its slots is 3920 bytes, a
+//! 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
+//! one beyond [`MAX_PATHS`] is: [`PathTable::add`] returns `None`.
+//!
+//! Bytes of a connection's core (`Conn`, 64-bit), by number of paths, before the slots were
+//! chunked (every one of the 256 inline) and since (`Conn` plus its chunks; in parentheses
+//! with each chunk rounded up to its 4 KiB kmalloc object):
+//!
+//! | paths | before  | since             |
+//! |-------|---------|-------------------|
+//! | 1     | 162 208 | 67 776 (67 952)   |
+//! | 4     | 162 208 | 67 776 (67 952)   |
+//! | 16    | 162 208 | 71 696 (72 048)   |
+//! | 256   | 162 208 | 165 776 (170 352) |
+//!
+//! Of `Conn`'s 63 856 bytes now, 40 KiB are the send ring. Looking a path up costs one
+//! more load than the inline array did (the chunk's pointer), and scans stop at the highest
+//! index in use as before ([`PathTable::index_end`]), skipping chunks not allocated.
 
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
 
 use super::mrc_cc::{Cc, CcKind, CongestionControl};
 use super::mrc_proto::{Endpoint, FAMILY_V4, HEADER_LEN, PROBE_LEN};
+use super::mrc_slots::Slots;
 
 /// Largest number of paths one table holds.
 pub const MAX_PATHS: usize = 256;
+
+/// Paths whose slots a [`PathTable`] allocates at a time: a chunk of a connection's slots,
+/// about 392 bytes each with what the connection keeps beside the path, is 3920 bytes and
+/// takes 4 KiB of kmalloc, the size class with the least waste that an order-0 page serves
+/// (see "Memory" in the module docs). The connection checks at build time that its chunks fit.
+pub const PATH_CHUNK: usize = 10;
+
+/// Chunks of path slots a [`PathTable`] has room for: enough for [`MAX_PATHS`].
+const PATH_DIR: usize = MAX_PATHS.div_ceil(PATH_CHUNK);
 
 /// Longest burst of data a paced path sends at once, in time at its pacing rate: the
 /// 1 ms that Linux TCP sizes its TSO bursts to (`sk_pacing_shift` 10).
@@ -920,7 +957,7 @@ pub struct TickResult {
 /// build here until [`PathTable::init_in_place`], which must write each field, is updated too.
 const _: fn(&PathTable) = table_fields_are_initialised;
 
-fn table_fields_are_initialised(t: &PathTable) {
+fn table_fields_are_initialised<X>(t: &PathTable<X>) {
     let PathTable {
         cfg: _,
         slots: _,
@@ -931,14 +968,23 @@ fn table_fields_are_initialised(t: &PathTable) {
     } = t;
 }
 
-/// The paths of one connection.
+/// A path and what its user keeps with it.
+#[derive(Debug)]
+struct Slot<X> {
+    path: Path,
+    extra: X,
+}
+
+/// The paths of one connection, each with a value of type `X` that the user of the table
+/// keeps with it ([`PathTable::extra`]; the connection keeps its loss-detection state of the
+/// path there).
 ///
-/// The table is about `MAX_PATHS` times the size of a [`Path`] (tens of
-/// KiB), so the kernel keeps it in a heap-allocated connection.
-#[derive(Clone, Debug)]
-pub struct PathTable {
+/// The slots are allocated in chunks as paths are added (see "Memory" in the module docs);
+/// the table itself is a few hundred bytes.
+#[derive(Debug)]
+pub struct PathTable<X = ()> {
     cfg: PathConfig,
-    slots: [Option<Path>; MAX_PATHS],
+    slots: Slots<Slot<X>, PATH_CHUNK, PATH_DIR>,
     len: usize,
     /// One past the highest slot in use: scans stop here, so a connection
     /// with a few paths does not walk all `MAX_PATHS` slots on every packet.
@@ -952,36 +998,35 @@ pub struct PathTable {
 }
 
 impl PathTable {
-    /// Creates an empty table.
+    /// Creates an empty table, with nothing kept beside each path.
     ///
-    /// `miss_threshold` and `loss_burst` below 1 are treated as 1. This returns tens of KiB by
-    /// value; where the stack is small, use [`PathTable::init_in_place`] instead.
+    /// `miss_threshold` and `loss_burst` below 1 are treated as 1.
     pub fn new(cfg: PathConfig) -> Self {
         let mut slot = MaybeUninit::<PathTable>::uninit();
         PathTable::init_in_place(&mut slot, cfg);
         // SAFETY: `init_in_place` initialised every field of `slot`.
         unsafe { slot.assume_init() }
     }
+}
+
+impl<X> PathTable<X> {
+    /// Bytes of one chunk of path slots, [`PATH_CHUNK`] of them.
+    pub const CHUNK_BYTES: usize = Slots::<Slot<X>, PATH_CHUNK, PATH_DIR>::CHUNK_BYTES;
 
     /// Initialises an empty table in `slot`, the same as [`PathTable::new`] returns, and
     /// returns it.
     ///
-    /// The path slots are written one at a time, so no temporary the size of the table is put
-    /// on the stack. Whatever `slot` held before is overwritten without being dropped (a
-    /// `PathTable` owns nothing that needs dropping).
-    pub fn init_in_place(slot: &mut MaybeUninit<PathTable>, cfg: PathConfig) -> &mut PathTable {
+    /// No path slot is allocated until a path is added. Whatever `slot` held before is
+    /// overwritten without being dropped: a table there would leak its chunks.
+    pub fn init_in_place(slot: &mut MaybeUninit<Self>, cfg: PathConfig) -> &mut Self {
         let p = slot.as_mut_ptr();
-        // SAFETY: `p` comes from a `&mut MaybeUninit<PathTable>`, so it is non-null, aligned
-        // and valid for writes of a `PathTable`. `addr_of_mut!` projects to each field without
-        // creating a reference to uninitialised memory, `write` does not read or drop the old
-        // contents, and the slots are written through a pointer to the first one for indices
-        // below `MAX_PATHS`. Every field is written (checked by `table_fields_are_initialised`).
+        // SAFETY: `p` comes from a `&mut MaybeUninit<Self>`, so it is non-null, aligned and
+        // valid for writes of a `PathTable`. `addr_of_mut!` projects to each field without
+        // creating a reference to uninitialised memory, and `write` does not read or drop the
+        // old contents. Every field is written (checked by `table_fields_are_initialised`).
         unsafe {
             addr_of_mut!((*p).cfg).write(cfg);
-            let slots = addr_of_mut!((*p).slots).cast::<Option<Path>>();
-            for i in 0..MAX_PATHS {
-                slots.add(i).write(None);
-            }
+            addr_of_mut!((*p).slots).write(Slots::new());
             addr_of_mut!((*p).len).write(0);
             addr_of_mut!((*p).end).write(0);
             addr_of_mut!((*p).probe_credit).write(0);
@@ -1018,15 +1063,19 @@ impl PathTable {
         self.cfg.heartbeat_yield = on;
     }
 
-    /// Adds a path in state Active and returns its index, or `None` if the table is full.
-    pub fn add(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
+    /// Adds a path in state Active, with `X::default()` kept beside it, and returns its
+    /// index, or `None` if the table is full or the memory for its slot cannot be allocated.
+    pub fn add(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx>
+    where
+        X: Default,
+    {
         let cfg = self.cfg;
-        let (idx, slot) = self
-            .slots
-            .iter_mut()
-            .enumerate()
-            .find(|(_, s)| s.is_none())?;
-        *slot = Some(Path::new(now_ns, ids, backup, &cfg));
+        let idx = self.slots.first_free().filter(|&i| i < MAX_PATHS)?;
+        let slot = Slot {
+            path: Path::new(now_ns, ids, backup, &cfg),
+            extra: X::default(),
+        };
+        self.slots.insert(idx, slot).ok()?;
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
         self.earn_probe_credit(cfg.data_per_idle_probe);
@@ -1034,13 +1083,17 @@ impl PathTable {
     }
 
     /// Adds a path whose remote address is not proven, in state Suspect with reason
-    /// [`StateReason::Unvalidated`], and returns its index, or `None` if the table is full.
+    /// [`StateReason::Unvalidated`], and returns its index, or `None` if the table is full or
+    /// the memory for its slot cannot be allocated.
     ///
     /// It carries no data until a probe on it is answered ([`PathTable::on_probe_answer`])
     /// or its address is proven otherwise ([`PathTable::validate`]). It is probed as any
     /// Suspect or Failed path is, but only as far as the validation credit goes (see "Path
     /// validation" in the module docs).
-    pub fn add_unvalidated(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx> {
+    pub fn add_unvalidated(&mut self, now_ns: u64, ids: PathIds, backup: bool) -> Option<PathIdx>
+    where
+        X: Default,
+    {
         let idx = self.add(now_ns, ids, backup)?;
         let p = self.get_mut(idx)?;
         p.validated = false;
@@ -1136,28 +1189,50 @@ impl PathTable {
         p.validated || self.validation_credit >= PROBE_WIRE_LEN
     }
 
-    /// Removes a path; returns whether it was there. Its index may be reused.
+    /// Removes a path, and what was kept beside it; returns whether it was there. Its index
+    /// may be reused. The memory of its slot is freed with the last path of its chunk.
     pub fn remove(&mut self, idx: PathIdx) -> bool {
-        match self.slots.get_mut(idx) {
-            Some(slot @ Some(_)) => {
-                *slot = None;
-                self.len = self.len.saturating_sub(1);
-                while self.end > 0 && matches!(self.slots.get(self.end - 1), Some(None)) {
-                    self.end -= 1;
-                }
-                true
-            }
-            _ => false,
+        if self.slots.take(idx).is_none() {
+            return false;
         }
+        self.len = self.len.saturating_sub(1);
+        while self.end > 0 && self.slots.get(self.end - 1).is_none() {
+            self.end -= 1;
+        }
+        true
     }
 
     /// Returns the path at `idx`.
+    #[inline]
     pub fn get(&self, idx: PathIdx) -> Option<&Path> {
-        self.slots.get(idx).and_then(Option::as_ref)
+        self.slots.get(idx).map(|s| &s.path)
     }
 
+    #[inline]
     fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
-        self.slots.get_mut(idx).and_then(Option::as_mut)
+        self.slots.get_mut(idx).map(|s| &mut s.path)
+    }
+
+    /// Returns what is kept beside the path at `idx`.
+    #[inline]
+    pub fn extra(&self, idx: PathIdx) -> Option<&X> {
+        self.slots.get(idx).map(|s| &s.extra)
+    }
+
+    /// Returns what is kept beside the path at `idx`, mutably.
+    #[inline]
+    pub fn extra_mut(&mut self, idx: PathIdx) -> Option<&mut X> {
+        self.slots.get_mut(idx).map(|s| &mut s.extra)
+    }
+
+    /// Returns the number of chunks of path slots allocated.
+    pub fn chunks(&self) -> usize {
+        self.slots.chunks()
+    }
+
+    /// Returns the bytes allocated for path slots, beyond the table's own size.
+    pub fn heap_bytes(&self) -> usize {
+        self.slots.heap_bytes()
     }
 
     /// Returns the index of the path with this wire `path_id`.
@@ -1190,12 +1265,7 @@ impl PathTable {
 
     /// Iterates over `(index, path)` in ascending index order.
     pub fn iter(&self) -> impl Iterator<Item = (PathIdx, &Path)> + '_ {
-        self.slots
-            .get(..self.end)
-            .unwrap_or(&[])
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.as_ref().map(|p| (i, p)))
+        self.slots.iter(self.end).map(|(i, s)| (i, &s.path))
     }
 
     /// Returns the number of paths in `state`.

@@ -110,11 +110,11 @@ fn path_is_small() {
     // 125 ms RTT peak that bounds the wait before hedging (16 B more, 4 KiB per table), and
     // the nonces and send times of the latest two probes (32 B more, 8 KiB per table).
     assert!(size <= 344, "Path is {size} bytes");
-    eprintln!(
-        "Path {size} B, PathTable {} B",
-        core::mem::size_of::<PathTable>()
-    );
-    assert!(core::mem::size_of::<PathTable>() <= MAX_PATHS * 344 + 256);
+    // The table holds its path slots in chunks allocated as paths are added (88 176 B with
+    // every slot inline): itself only the configuration, counters and a pointer per chunk.
+    let table = core::mem::size_of::<PathTable>();
+    eprintln!("Path {size} B, PathTable {table} B");
+    assert!(table <= 384, "PathTable is {table} bytes");
 }
 
 #[test]

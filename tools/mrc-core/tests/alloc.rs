@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: GPL-2.0
+//! Memory of a connection's paths: slots allocated a chunk at a time as paths are added,
+//! freed as their chunks empty, and an allocation failure that refuses a path cleanly.
+//!
+//! `mrc_alloc::fail_after` acts on the whole process (this test binary), so the tests here
+//! take turns.
+
+use std::sync::{Mutex, MutexGuard};
+
+use mrc_core::mrc_alloc;
+use mrc_core::mrc_conn::{Conn, ConnConfig, State};
+use mrc_core::mrc_path::PATH_CHUNK as CHUNK;
+use mrc_core::mrc_path::{PathConfig, PathIds, PathState, PathTable, MAX_PATHS};
+use mrc_core::mrc_proto::Endpoint;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+/// Runs the test alone among these, with every allocation allowed.
+fn serial() -> MutexGuard<'static, ()> {
+    let guard = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    mrc_alloc::fail_after(usize::MAX);
+    guard
+}
+
+fn ids(n: u32) -> PathIds {
+    PathIds {
+        path_id: n,
+        plane: (n % 4) as u8,
+        entropy: 49152 + n as u16,
+    }
+}
+
+/// Adds paths to `c` until it has `n`.
+fn grow_to(c: &mut Conn, n: usize) {
+    while c.paths().len() < n {
+        let id = c.paths().len() as u32;
+        assert!(c.paths_mut().add(0, ids(id), false).is_some());
+    }
+}
+
+#[test]
+fn memory_grows_with_paths() {
+    let _serial = serial();
+    let mut c = Box::new(Conn::new(ConnConfig::default()));
+    assert_eq!((c.paths().chunks(), c.paths().heap_bytes()), (0, 0));
+    let mut bytes = [0; 4];
+    for (k, n) in [1, 4, 16, MAX_PATHS].into_iter().enumerate() {
+        grow_to(&mut c, n);
+        let chunks = n.div_ceil(CHUNK);
+        assert_eq!(c.paths().chunks(), chunks, "{n} paths");
+        bytes[k] = c.paths().heap_bytes();
+        eprintln!(
+            "{n} paths: Conn {} B + {chunks} chunks of {} B = {} B",
+            std::mem::size_of::<Conn>(),
+            bytes[k] / chunks,
+            std::mem::size_of::<Conn>() + bytes[k]
+        );
+    }
+    // One chunk serves the first `CHUNK` paths; then memory grows in step with the paths.
+    assert_eq!(bytes[0], bytes[1]);
+    assert_eq!(bytes[2], 2 * bytes[0]);
+    assert_eq!(bytes[3], MAX_PATHS.div_ceil(CHUNK) * bytes[0]);
+    // A chunk fills most of the 4 KiB kmalloc size class it is made for.
+    assert!(
+        (3584..=4096).contains(&bytes[0]),
+        "a chunk is {} B",
+        bytes[0]
+    );
+    // All 256 paths work as one.
+    assert_eq!(c.paths().len(), MAX_PATHS);
+    assert_eq!(c.paths().iter().count(), MAX_PATHS);
+    assert_eq!(c.paths().find(MAX_PATHS as u32 - 1), Some(MAX_PATHS - 1));
+    assert!(c.paths_mut().add(0, ids(999), false).is_none());
+}
+
+#[test]
+fn emptied_chunks_are_freed() {
+    let _serial = serial();
+    let mut t = PathTable::new(PathConfig::default());
+    for i in 0..3 * CHUNK as u32 {
+        assert_eq!(t.add(0, ids(i), false), Some(i as usize));
+    }
+    assert_eq!(t.chunks(), 3);
+    // Emptying the middle chunk frees it; the others stay, and so does the scan bound.
+    for i in CHUNK..2 * CHUNK {
+        assert!(t.remove(i));
+    }
+    assert_eq!(t.chunks(), 2);
+    assert_eq!(t.index_end(), 3 * CHUNK);
+    assert_eq!(t.iter().count(), 2 * CHUNK);
+    assert!(t.iter().all(|(i, _)| !(CHUNK..2 * CHUNK).contains(&i)));
+    // A new path takes the lowest free index, in a fresh chunk.
+    assert_eq!(t.add(0, ids(100), false), Some(CHUNK));
+    assert_eq!(t.chunks(), 3);
+    assert_eq!(t.find(100), Some(CHUNK));
+    // Taking the rest down frees everything.
+    for i in 0..3 * CHUNK {
+        t.remove(i);
+    }
+    assert_eq!((t.chunks(), t.heap_bytes(), t.index_end()), (0, 0, 0));
+    assert!(t.is_empty());
+}
+
+#[test]
+fn sparse_paths_are_all_scanned() {
+    let _serial = serial();
+    let mut t = PathTable::new(PathConfig::default());
+    for i in 0..MAX_PATHS as u32 {
+        t.add(0, ids(i), false);
+    }
+    for i in 0..MAX_PATHS {
+        if i != 3 && i != MAX_PATHS - 2 {
+            t.remove(i);
+        }
+    }
+    assert_eq!(t.chunks(), 2);
+    assert_eq!(t.index_end(), MAX_PATHS - 1);
+    let seen: Vec<usize> = t.iter().map(|(i, _)| i).collect();
+    assert_eq!(seen, [3, MAX_PATHS - 2]);
+    assert_eq!(t.paths_in_state(PathState::Active), 2);
+    assert!(t.pick_path(0, 1000).is_some());
+}
+
+#[test]
+fn allocation_failure_refuses_the_path() {
+    let _serial = serial();
+    let mut t = PathTable::new(PathConfig::default());
+    for i in 0..CHUNK as u32 {
+        t.add(0, ids(i), false);
+    }
+    // The next path needs a new chunk, and none can be had: the path is refused, the table
+    // is as it was.
+    mrc_alloc::fail_after(0);
+    assert_eq!(t.add(0, ids(50), false), None);
+    assert_eq!(t.add_unvalidated(0, ids(51), false), None);
+    assert_eq!((t.len(), t.chunks(), t.index_end()), (CHUNK, 1, CHUNK));
+    assert_eq!(t.find(50), None);
+    // A path whose slot is in a chunk already there needs no memory.
+    assert!(t.remove(3));
+    assert_eq!(t.add(0, ids(52), false), Some(3));
+    assert!(t.pick_path(0, 1000).is_some());
+    // Once memory is back, so are new chunks.
+    mrc_alloc::fail_after(usize::MAX);
+    assert_eq!(t.add(0, ids(53), false), Some(CHUNK));
+    assert_eq!(t.chunks(), 2);
+
+    // A connection whose first path cannot be allocated has no path, and stays usable.
+    let mut c = Box::new(Conn::new(ConnConfig::default()));
+    mrc_alloc::fail_after(0);
+    assert_eq!(c.paths_mut().add(0, ids(1), false), None);
+    let peer = Endpoint::v4([10, 0, 0, 2], 4796, false);
+    assert_eq!(c.add_peer_path(0, ids(2), false, &peer), None);
+    assert!(c.paths().is_empty());
+    assert_eq!(c.state(), State::Idle);
+    mrc_alloc::fail_after(usize::MAX);
+    assert_eq!(c.add_peer_path(0, ids(2), false, &peer), Some(0));
+    assert_eq!(c.paths().len(), 1);
+}
