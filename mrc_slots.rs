@@ -106,6 +106,23 @@ impl<T, const CHUNK: usize, const DIR: usize> Slots<T, CHUNK, DIR> {
         value
     }
 
+    /// Keeps only the entries for which `keep` returns true; frees the chunks left empty.
+    pub fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        for chunk in self.dir.iter_mut() {
+            let Some(c) = chunk.as_deref_mut() else {
+                continue;
+            };
+            for e in c.iter_mut() {
+                if e.as_ref().is_some_and(|v| !keep(v)) {
+                    *e = None;
+                }
+            }
+            if c.iter().all(Option::is_none) {
+                *chunk = None;
+            }
+        }
+    }
+
     /// Iterates over `(index, entry)` for the entries below `end`, in ascending index order.
     pub fn iter(&self, end: usize) -> impl Iterator<Item = (usize, &T)> + '_ {
         let chunks = end.div_ceil(CHUNK).min(DIR);

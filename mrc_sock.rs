@@ -44,6 +44,35 @@
 //! A `SOCK_STREAM` socket runs the same connection; `mrc_io` cuts what the
 //! application writes into messages and reads the queue as one run of
 //! bytes, across message boundaries.
+//!
+//! # Memory
+//!
+//! A connection is one vmalloc'ed `Session` (the core, `Conn`, and the
+//! glue's buffers) plus what it keeps per path: the core's path slots, in
+//! kmalloc'ed chunks of 10 paths (3920 bytes each, see "Memory" in
+//! `mrc_path`), and the glue's entries ([`PathGlue`]: addressing, the shared
+//! record of the network path, reported state, announcement), in chunks of
+//! [`GLUE_CHUNK`] (14, 1008 bytes each). Both are allocated with
+//! `GFP_ATOMIC` when a path is added to a chunk not yet present, and freed
+//! when the chunk empties or the connection goes; a path whose memory
+//! cannot be had is refused (`ENOMEM`).
+//!
+//! Bytes per connection (x86-64, debug kernel), by number of paths: before,
+//! when every per-path array had room for all 256 paths, and since; in
+//! parentheses what the allocators hand out (the `Session` rounded to pages,
+//! each chunk to its kmalloc size class). Message buffers and packets are
+//! not counted.
+//!
+//! | paths | before            | since             |
+//! |-------|-------------------|-------------------|
+//! | 1     | 205 616 (208 896) | 94 680 (95 232)   |
+//! | 4     | 205 616 (208 896) | 94 680 (95 232)   |
+//! | 16    | 205 616 (208 896) | 99 608 (100 352)  |
+//! | 256   | 205 616 (208 896) | 210 824 (216 064) |
+//!
+//! The `Session` is 89 752 bytes (was 205 616), 63 856 of them the core
+//! (was 162 208). With all 256 paths a connection costs a few percent more
+//! than before, the price of the chunks' pointers and of their rounding.
 
 use core::mem::MaybeUninit;
 use kernel::prelude::*;
@@ -57,6 +86,7 @@ use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey, ORPHANS};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{self, Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
+use crate::mrc_slots::Slots;
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, sockopt, Backlog, Deferred, GenlMsg,
     IpAddr, MrcAddr, MsgBuf, OptIn, OptOut, PathReq, SkBuff, SkbList, Sock, SockRef, SpinLockBh,
@@ -142,6 +172,41 @@ impl PathAddr {
     }
 }
 
+/// What a session keeps for a path index, beside the core's path.
+///
+/// It is there while the core has a path at the index, and after the path is removed until
+/// its removal has been announced.
+struct PathGlue {
+    /// UDP addressing of the path; `None` once it was removed.
+    addr: Option<PathAddr>,
+    /// The namespace's shared record of the path's network path.
+    peer: Option<PeerRef>,
+    /// State last reported.
+    state: PathState,
+    /// Path id announced (`path-added`) at the index, until its `path-removed`.
+    announced: Option<u32>,
+}
+
+impl PathGlue {
+    /// What a path index has before its first path.
+    const EMPTY: PathGlue = PathGlue {
+        addr: None,
+        peer: None,
+        state: PathState::Active,
+        announced: None,
+    };
+}
+
+/// Path entries a session allocates at a time: a chunk is 1008 bytes, a 1 KiB kmalloc
+/// object (checked below).
+const GLUE_CHUNK: usize = 14;
+
+/// What a session keeps per path index, allocated [`GLUE_CHUNK`] at a time.
+type PathGlues = Slots<PathGlue, GLUE_CHUNK, { MAX_PATHS.div_ceil(GLUE_CHUNK) }>;
+
+// A chunk must fit the 1 KiB kmalloc size class `GLUE_CHUNK` is chosen for.
+const _: () = assert!(PathGlues::CHUNK_BYTES <= 1024);
+
 /// The endpoints a connection offers in its handshake, in table order.
 #[derive(Clone, Copy)]
 struct Locals {
@@ -152,8 +217,9 @@ struct Locals {
     n: usize,
 }
 
-/// A connection: the core (about 135 KiB) and the bytes it refers to, so it
-/// lives in its own vmalloc'ed block and is initialised in place.
+/// A connection: the core (about 62 KiB) and the bytes it refers to, so it
+/// lives in its own vmalloc'ed block and is initialised in place. What it
+/// keeps per path, in the core and here, is allocated as paths are added.
 struct Session {
     conn: Conn,
     /// Sent messages not yet acknowledged, by id modulo [`MSG_QUEUE`].
@@ -163,21 +229,14 @@ struct Session {
     /// Received DATA payloads not yet part of a complete message, by
     /// sequence number modulo [`WINDOW`].
     rx: [Option<SkBuff>; WINDOW],
-    /// UDP addressing of each path, by path index.
-    paths: [Option<PathAddr>; MAX_PATHS],
-    /// The namespace's shared record of each path's network path, by path
+    /// Addressing, shared record and reported state of each path, by path
     /// index.
-    peers: [Option<PeerRef>; MAX_PATHS],
+    paths: PathGlues,
     /// Local endpoints offered in the handshake (the namespace's endpoint
     /// table when the connection started).
     locals: Locals,
     /// Entropy values per plane.
     ev_per_plane: u16,
-    /// Path states last reported, by path index.
-    path_states: [PathState; MAX_PATHS],
-    /// Path id announced (`path-added`) at each path index, until its
-    /// `path-removed`.
-    announced: [Option<u32>; MAX_PATHS],
     /// A path was added or removed since the last announcement.
     paths_changed: bool,
     txbuf: [u8; MAX_DGRAM as usize],
@@ -373,11 +432,8 @@ fn session_fields_are_initialised(s: &Session) {
         freed: _,
         rx: _,
         paths: _,
-        peers: _,
         locals: _,
         ev_per_plane: _,
-        path_states: _,
-        announced: _,
         paths_changed: _,
         txbuf: _,
     } = s;
@@ -423,25 +479,10 @@ impl Session {
             for i in 0..WINDOW {
                 rx.add(i).write(None);
             }
-            let pa = core::ptr::addr_of_mut!((*p).paths).cast::<Option<PathAddr>>();
-            for i in 0..MAX_PATHS {
-                pa.add(i).write(None);
-            }
-            let pp = core::ptr::addr_of_mut!((*p).peers).cast::<Option<PeerRef>>();
-            for i in 0..MAX_PATHS {
-                pp.add(i).write(None);
-            }
+            core::ptr::addr_of_mut!((*p).paths).write(PathGlues::new());
             core::ptr::addr_of_mut!((*p).locals).write(locals);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
-            let an = core::ptr::addr_of_mut!((*p).announced).cast::<Option<u32>>();
-            for i in 0..MAX_PATHS {
-                an.add(i).write(None);
-            }
             core::ptr::addr_of_mut!((*p).paths_changed).write(false);
-            let ps = core::ptr::addr_of_mut!((*p).path_states).cast::<PathState>();
-            for i in 0..MAX_PATHS {
-                ps.add(i).write(PathState::Active);
-            }
             core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
             let mut s = b.assume_init();
             s.add_path(net, mrc_sys::now_ns(), first_path_ids(), path, false, None)?;
@@ -453,7 +494,10 @@ impl Session {
     /// endpoint the peer announced that the path leads to: the core holds
     /// such a path back until the peer answers there, unless the address is
     /// proven already. The handshake's path and the application's own go to
-    /// addresses this end chose (`None`).
+    /// addresses this end chose (`None`). Fails with `ENOSPC` when the
+    /// connection has [`MAX_PATHS`] paths, and with `ENOMEM` when the memory
+    /// for the path's entries cannot be had; the connection then has no new
+    /// path.
     fn add_path(
         &mut self,
         net: &MrcNet,
@@ -467,17 +511,30 @@ impl Session {
             Some(ep) => self.conn.add_peer_path(now, ids, backup, ep),
             None => self.conn.paths_mut().add(now, ids, backup),
         }
-        .ok_or(ENOSPC)?;
+        // Refused by a full table, or for want of memory for the path's slot.
+        .ok_or_else(|| {
+            if self.conn.paths().len() >= MAX_PATHS {
+                ENOSPC
+            } else {
+                ENOMEM
+            }
+        })?;
+        // The index may still have the entry of a removed path whose removal is not
+        // announced yet; otherwise it needs one, and maybe memory for it.
+        if self.paths.get(idx).is_none() && self.paths.insert(idx, PathGlue::EMPTY).is_err() {
+            // The path is new: nothing was sent on it, so the table forgets it directly.
+            self.conn.paths_mut().remove(idx);
+            return Err(ENOMEM);
+        }
+        let state = self.conn.paths().get(idx).map(|p| p.state());
+        let Some(e) = self.paths.get_mut(idx) else {
+            return Err(ENOMEM);
+        };
         // A path starts in the state the core gives it (Suspect until validated): only
         // changes from there are reported.
-        if let (Some(st), Some(p)) = (self.path_states.get_mut(idx), self.conn.paths().get(idx)) {
-            *st = p.state();
-        }
-        let (Some(slot), Some(peer)) = (self.paths.get_mut(idx), self.peers.get_mut(idx)) else {
-            return Err(ENOSPC);
-        };
-        *slot = Some(addr);
-        *peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
+        e.state = state.unwrap_or_default();
+        e.addr = Some(addr);
+        e.peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
         self.paths_changed = true;
         Ok(())
     }
@@ -504,14 +561,18 @@ impl Session {
     /// the namespace's record, to be dropped with `inner` unlocked.
     fn remove_path(&mut self, now: u64, path_id: u32) -> Result<Option<PeerRef>> {
         let idx = self.conn.remove_path(now, path_id).map_err(Error::from)?;
-        if let Some(slot) = self.paths.get_mut(idx) {
-            *slot = None;
-        }
         self.paths_changed = true;
-        if let Some(st) = self.path_states.get_mut(idx) {
-            *st = PathState::Active;
+        let Some(e) = self.paths.get_mut(idx) else {
+            return Ok(None);
+        };
+        e.addr = None;
+        e.state = PathState::Active;
+        let peer = e.peer.take();
+        // The entry stays until the removal is announced, if the path was.
+        if e.announced.is_none() {
+            self.paths.take(idx);
         }
-        Ok(self.peers.get_mut(idx).and_then(|p| p.take()))
+        Ok(peer)
     }
 
     /// Whether `ip` is an address of the peer: the far end of one of the
@@ -523,17 +584,14 @@ impl Session {
             .conn
             .paths()
             .find(path_id)
-            .and_then(|i| self.paths.get(i));
-        if let Some(Some(p)) = named {
-            if p.remote == *ip {
-                return true;
-            }
+            .and_then(|i| self.paths.get(i)?.addr);
+        if named.is_some_and(|p| p.remote == *ip) {
+            return true;
         }
         let end = self.conn.paths().index_end();
         self.paths
-            .iter()
-            .take(end)
-            .flatten()
+            .iter(end)
+            .filter_map(|(_, e)| e.addr)
             .any(|p| p.remote == *ip)
             || self.conn.peer_endpoints().any(|ep| ep_ip(&ep) == *ip)
     }
@@ -545,8 +603,8 @@ impl Session {
             .conn
             .paths()
             .find(path_id)
-            .and_then(|i| self.peers.get(i));
-        if let Some(Some(p)) = peer {
+            .and_then(|i| self.paths.get(i)?.peer.as_ref());
+        if let Some(p) = peer {
             p.heard(now);
         }
     }
@@ -557,8 +615,8 @@ impl Session {
     /// probed waits for that probe's answer.
     fn share_liveness(&mut self, now: u64) {
         let end = self.conn.paths().index_end();
-        for (idx, peer) in self.peers.iter().enumerate().take(end) {
-            let Some(peer) = peer else {
+        for (idx, e) in self.paths.iter(end) {
+            let Some(peer) = &e.peer else {
                 continue;
             };
             let paths = self.conn.paths_mut();
@@ -640,8 +698,8 @@ impl Session {
     /// Fails the paths whose packets could not be sent at all.
     fn local_down(&mut self, now: u64, down: &Unreachable) {
         for d in down.dests.iter().flatten() {
-            for (idx, p) in self.paths.iter().enumerate() {
-                if p.is_some_and(|p| p.dest(0).same_path(d)) {
+            for (idx, e) in self.paths.iter(MAX_PATHS) {
+                if e.addr.is_some_and(|p| p.dest(0).same_path(d)) {
                     self.conn.on_send_error(now, idx);
                 }
             }
@@ -652,7 +710,10 @@ impl Session {
     /// packet is written straight into the packet's memory: its header from
     /// `txbuf`, its payload from the message.
     fn transmit(&mut self, net: &MrcNet, chain: &mut TxChain, tx: &Transmit, now: u64) {
-        let Some(p) = self.paths.get(tx.path).copied().flatten() else {
+        let Some(e) = self.paths.get(tx.path) else {
+            return;
+        };
+        let Some(p) = e.addr else {
             return;
         };
         let dest = p.dest(tx.kind.index() as u8);
@@ -661,7 +722,7 @@ impl Session {
                 net.queue(chain, dest, pkt);
             }
             if tx.kind == PacketType::Probe {
-                if let Some(Some(peer)) = self.peers.get(tx.path) {
+                if let Some(peer) = &e.peer {
                     peer.probed(now);
                 }
             }
@@ -691,16 +752,15 @@ impl Session {
             return;
         }
         let sid = self.conn.session_id();
-        for i in 0..MAX_PATHS {
+        // Every path of the core has an entry, and so has every path removed whose
+        // removal is not announced yet.
+        for (i, e) in self.paths.iter_mut(MAX_PATHS) {
             let path = self.conn.paths().get(i);
             let now_id = path.map(|p| p.ids().path_id);
-            let Some(announced) = self.announced.get_mut(i) else {
-                break;
-            };
-            if *announced == now_id {
+            if e.announced == now_id {
                 continue;
             }
-            if let Some(old) = core::mem::replace(announced, now_id) {
+            if let Some(old) = core::mem::replace(&mut e.announced, now_id) {
                 sk.notify(nl::MRC_CMD_PATH_REMOVED, |m| {
                     m.put_uint(nl::MRC_A_EVENT_SESSION_ID, sid)?;
                     m.put_uint(nl::MRC_A_EVENT_COOKIE, sk.cookie())?;
@@ -708,7 +768,7 @@ impl Session {
                     m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, now)
                 });
             }
-            let (Some(p), Some(Some(a))) = (path, self.paths.get(i)) else {
+            let (Some(p), Some(a)) = (path, e.addr) else {
                 continue;
             };
             let ids = p.ids();
@@ -725,6 +785,10 @@ impl Session {
                 m.put_uint(nl::MRC_A_EVENT_TIMESTAMP_NS, now)
             });
         }
+        // The removed paths are announced: their entries (whose share of the
+        // namespace's record went with the removal) and emptied chunks go.
+        self.paths
+            .retain(|e| e.addr.is_some() || e.announced.is_some());
     }
 
     /// Sends a netlink event for every path whose state changed.
@@ -732,7 +796,7 @@ impl Session {
         self.announce_paths(sk, now);
         let sid = self.conn.session_id();
         for (i, p) in self.conn.paths().iter() {
-            let Some(last) = self.path_states.get_mut(i) else {
+            let Some(last) = self.paths.get_mut(i).map(|e| &mut e.state) else {
                 continue;
             };
             let new = p.state();
@@ -2069,7 +2133,7 @@ pub(crate) fn fill_conn(
         })?;
     }
     for (n, (idx, p)) in s.conn.paths().iter().enumerate().skip(from) {
-        let Some(addr) = s.paths.get(idx).copied().flatten() else {
+        let Some(addr) = s.paths.get(idx).and_then(|e| e.addr) else {
             continue;
         };
         let res = m.nest(nl::MRC_A_CONN_PATH, |m| {
@@ -2320,7 +2384,7 @@ fn path_add(sk: &Sock, req: &PathReq) -> Result<u32> {
             dport,
             oif: 0,
         };
-        if s.paths.iter().flatten().any(|p| *p == addr) {
+        if s.paths.iter(MAX_PATHS).any(|(_, e)| e.addr == Some(addr)) {
             return Err(EEXIST);
         }
         let ids = PathIds {

@@ -12,6 +12,7 @@ use mrc_core::mrc_conn::{Conn, ConnConfig, State};
 use mrc_core::mrc_path::PATH_CHUNK as CHUNK;
 use mrc_core::mrc_path::{PathConfig, PathIds, PathState, PathTable, MAX_PATHS};
 use mrc_core::mrc_proto::Endpoint;
+use mrc_core::mrc_slots::Slots;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -155,4 +156,38 @@ fn allocation_failure_refuses_the_path() {
     mrc_alloc::fail_after(usize::MAX);
     assert_eq!(c.add_peer_path(0, ids(2), false, &peer), Some(0));
     assert_eq!(c.paths().len(), 1);
+}
+
+#[test]
+fn slots_retain_and_iterate() {
+    let _serial = serial();
+    let mut s: Slots<u32, 4, 3> = Slots::new();
+    assert_eq!(Slots::<u32, 4, 3>::CAPACITY, 12);
+    assert_eq!(s.first_free(), Some(0));
+    for i in [0, 1, 5, 9, 11] {
+        assert!(s.insert(i, i as u32 * 10).is_ok());
+    }
+    assert!(s.insert(12, 0).is_err());
+    assert_eq!(s.chunks(), 3);
+    assert_eq!(s.first_free(), Some(2));
+    for (_, v) in s.iter_mut(10) {
+        *v += 1;
+    }
+    let below_10: Vec<(usize, u32)> = s.iter(10).map(|(i, v)| (i, *v)).collect();
+    assert_eq!(below_10, [(0, 1), (1, 11), (5, 51), (9, 91)]);
+    assert_eq!(s.get(11), Some(&110));
+    // Dropping the entries of a chunk frees it.
+    s.retain(|v| *v != 51);
+    assert_eq!(s.chunks(), 2);
+    assert_eq!(s.first_free(), Some(2));
+    assert_eq!(s.take(0), Some(1));
+    assert_eq!(s.take(1), Some(11));
+    assert_eq!(s.chunks(), 1);
+    assert_eq!(s.first_free(), Some(0));
+    // With no memory, an index in a chunk not present cannot be filled.
+    mrc_alloc::fail_after(0);
+    assert!(s.insert(0, 7).is_err());
+    assert!(s.insert(8, 7).is_ok());
+    mrc_alloc::fail_after(usize::MAX);
+    assert_eq!(s.iter(12).count(), 3);
 }
