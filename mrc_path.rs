@@ -172,9 +172,9 @@ use super::mrc_slots::Slots;
 pub const MAX_PATHS: usize = 256;
 
 /// Paths whose slots a [`PathTable`] allocates at a time: a chunk of a connection's slots,
-/// about 392 bytes each with what the connection keeps beside the path, is 3920 bytes and
-/// takes 4 KiB of kmalloc, the size class with the least waste that an order-0 page serves
-/// (see "Memory" in the module docs). The connection checks at build time that its chunks fit.
+/// 392 bytes each with what the connection keeps beside the path, is 3920 bytes, which
+/// fills most of a 4 KiB kmalloc object (16 slots, 6272 bytes, would take 8 KiB). See
+/// "Memory" in the module docs; the connection checks at build time that its chunks fit.
 pub const PATH_CHUNK: usize = 10;
 
 /// Chunks of path slots a [`PathTable`] has room for: enough for [`MAX_PATHS`].
