@@ -373,7 +373,7 @@ read -r verdict ms <<<"$res"
 half_open=$(( $(printf '%s\n' "$conns1" "$conns2" "$conns3" | sort -n | tail -n 1) - conns0 ))
 echo "# SYN flood: ${nsent:-no} SYNs from random sources, ${flood_bytes:-0} bytes in ${flood_us:-0} us;" \
 	"listener (backlog $backlog): $((r3 - r0)) RETRYs, $((d3 - d0)) over the backlog," \
-	"$half_open connections at most (about 150 KiB each); it sent $((tx3 - tx0)) bytes" \
+	"$half_open connections at most (about 95 KiB each); it sent $((tx3 - tx0)) bytes" \
 	"for $((rx3 - rx0)) received"
 echo "# SYN flood: the client's connect: $res"
 mrc_check "SYN flood: every SYN of the flood sent" $nflood "${nsent:-0}"
