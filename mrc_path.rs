@@ -137,29 +137,35 @@
 //!
 //! # Memory
 //!
-//! A table holds its paths' slots in chunks of [`PATH_CHUNK`] (10), allocated when a path is
-//! added to a chunk not yet present and freed when the chunk's last path is removed or the
-//! table goes ([`crate::mrc_slots`]); the table itself is 368 bytes. A slot holds the
-//! [`Path`] (344 bytes) and what the table's user keeps beside it
+//! A table holds the slots of its first [`PATH_CHUNK`] (10) paths inline, and the others in
+//! chunks of as many, allocated when a path is added to a chunk not yet present and freed
+//! when the chunk's last path is removed or the table goes ([`crate::mrc_slots`]). A slot
+//! holds the [`Path`] (344 bytes) and what the table's user keeps beside it
 //! ([`PathTable::extra`]); the connection keeps its RACK and reorder state of the path
 //! there (48 bytes, `ConnPath` in `mrc_conn`), so a chunk of its slots is 3920 bytes, a
 //! 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
 //! one beyond [`MAX_PATHS`] is: [`PathTable::add`] returns `None`.
 //!
-//! Bytes of a connection's core (`Conn`, 64-bit), by number of paths, before the slots were
-//! chunked (every one of the 256 inline) and since (`Conn` plus its chunks; in parentheses
-//! with each chunk rounded up to its 4 KiB kmalloc object):
+//! The first chunk is inline because paths are looked up for every packet sent,
+//! acknowledged or examined for loss: with every chunk allocated, that lookup's extra load
+//! and tests cost 16 % of the goodput of a bulk transfer over one veth in the VM (`make ab`,
+//! 7 rounds, 231 against 193 Mbit/s), and the inline chunk won it back (230 against 212).
+//!
+//! Bytes of a connection's core (`Conn`, 64-bit), by number of paths, when every one of the
+//! 256 slots was inline and since (`Conn` plus its chunks; in parentheses with each chunk
+//! rounded up to its 4 KiB kmalloc object):
 //!
 //! | paths | before  | since             |
 //! |-------|---------|-------------------|
-//! | 1     | 162 208 | 67 776 (67 952)   |
-//! | 4     | 162 208 | 67 776 (67 952)   |
-//! | 16    | 162 208 | 71 696 (72 048)   |
-//! | 256   | 162 208 | 165 776 (170 352) |
+//! | 1     | 162 208 | 67 800            |
+//! | 4     | 162 208 | 67 800            |
+//! | 16    | 162 208 | 71 720 (71 896)   |
+//! | 256   | 162 208 | 165 800 (170 200) |
 //!
-//! Of `Conn`'s 63 856 bytes now, 40 KiB are the send ring. Looking a path up costs one
-//! more load than the inline array did (the chunk's pointer), and scans stop at the highest
-//! index in use as before ([`PathTable::index_end`]), skipping chunks not allocated.
+//! Of `Conn`'s 67 800 bytes now, 40 KiB are the send ring and 3920 the inline slots. Looking
+//! up a path beyond the first chunk costs one more load (the chunk's pointer), and scans stop
+//! at the highest index in use as before ([`PathTable::index_end`]), skipping chunks not
+//! allocated.
 
 use core::mem::MaybeUninit;
 use core::ptr::addr_of_mut;
@@ -177,8 +183,9 @@ pub const MAX_PATHS: usize = 256;
 /// "Memory" in the module docs; the connection checks at build time that its chunks fit.
 pub const PATH_CHUNK: usize = 10;
 
-/// Chunks of path slots a [`PathTable`] has room for: enough for [`MAX_PATHS`].
-const PATH_DIR: usize = MAX_PATHS.div_ceil(PATH_CHUNK);
+/// Allocated chunks of path slots a [`PathTable`] has room for, beside the one it holds
+/// inline: enough for [`MAX_PATHS`].
+const PATH_DIR: usize = MAX_PATHS.div_ceil(PATH_CHUNK) - 1;
 
 /// Longest burst of data a paced path sends at once, in time at its pacing rate: the
 /// 1 ms that Linux TCP sizes its TSO bursts to (`sk_pacing_shift` 10).
@@ -968,6 +975,9 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
     } = t;
 }
 
+/// The slots of a [`PathTable`]'s paths.
+type PathSlots<X> = Slots<Slot<X>, PATH_CHUNK, PATH_DIR>;
+
 /// A path and what its user keeps with it.
 #[derive(Debug)]
 struct Slot<X> {
@@ -984,7 +994,7 @@ struct Slot<X> {
 #[derive(Debug)]
 pub struct PathTable<X = ()> {
     cfg: PathConfig,
-    slots: Slots<Slot<X>, PATH_CHUNK, PATH_DIR>,
+    slots: PathSlots<X>,
     len: usize,
     /// One past the highest slot in use: scans stop here, so a connection
     /// with a few paths does not walk all `MAX_PATHS` slots on every packet.
@@ -1011,7 +1021,7 @@ impl PathTable {
 
 impl<X> PathTable<X> {
     /// Bytes of one chunk of path slots, [`PATH_CHUNK`] of them.
-    pub const CHUNK_BYTES: usize = Slots::<Slot<X>, PATH_CHUNK, PATH_DIR>::CHUNK_BYTES;
+    pub const CHUNK_BYTES: usize = PathSlots::<X>::CHUNK_BYTES;
 
     /// Initialises an empty table in `slot`, the same as [`PathTable::new`] returns, and
     /// returns it.
@@ -1026,7 +1036,9 @@ impl<X> PathTable<X> {
         // old contents. Every field is written (checked by `table_fields_are_initialised`).
         unsafe {
             addr_of_mut!((*p).cfg).write(cfg);
-            addr_of_mut!((*p).slots).write(Slots::new());
+            PathSlots::init_in_place(
+                &mut *addr_of_mut!((*p).slots).cast::<MaybeUninit<PathSlots<X>>>(),
+            );
             addr_of_mut!((*p).len).write(0);
             addr_of_mut!((*p).end).write(0);
             addr_of_mut!((*p).probe_credit).write(0);

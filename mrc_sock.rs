@@ -48,14 +48,15 @@
 //! # Memory
 //!
 //! A connection is one vmalloc'ed `Session` (the core, `Conn`, and the
-//! glue's buffers) plus what it keeps per path: the core's path slots, in
-//! kmalloc'ed chunks of 10 paths (3920 bytes each, see "Memory" in
-//! `mrc_path`), and the glue's entries ([`PathGlue`]: addressing, the shared
-//! record of the network path, reported state, announcement), in chunks of
-//! [`GLUE_CHUNK`] (14, 1008 bytes each). Both are allocated with
-//! `GFP_ATOMIC` when a path is added to a chunk not yet present, and freed
-//! when the chunk empties or the connection goes; a path whose memory
-//! cannot be had is refused (`ENOMEM`).
+//! glue's buffers) plus what it keeps per path beyond its first few: the
+//! core's path slots, the first 10 inline and the rest in kmalloc'ed chunks
+//! of 10 paths (3920 bytes each, see "Memory" in `mrc_path`), and the
+//! glue's entries ([`PathGlue`]: addressing, the shared record of the
+//! network path, reported state, announcement), the first [`GLUE_CHUNK`]
+//! (14) inline and the rest in chunks of as many (1008 bytes each). Chunks
+//! are allocated with `GFP_ATOMIC` when a path is added to a chunk not yet
+//! present, and freed when the chunk empties or the connection goes; a path
+//! whose memory cannot be had is refused (`ENOMEM`).
 //!
 //! Bytes per connection (x86-64, debug kernel), by number of paths: before,
 //! when every per-path array had room for all 256 paths, and since; in
@@ -65,12 +66,12 @@
 //!
 //! | paths | before            | since             |
 //! |-------|-------------------|-------------------|
-//! | 1     | 205 616 (208 896) | 94 680 (95 232)   |
-//! | 4     | 205 616 (208 896) | 94 680 (95 232)   |
-//! | 16    | 205 616 (208 896) | 99 608 (100 352)  |
-//! | 256   | 205 616 (208 896) | 210 824 (216 064) |
+//! | 1     | 205 616 (208 896) | 94 696 (98 304)   |
+//! | 4     | 205 616 (208 896) | 94 696 (98 304)   |
+//! | 16    | 205 616 (208 896) | 99 624 (103 424)  |
+//! | 256   | 205 616 (208 896) | 210 840 (219 136) |
 //!
-//! The `Session` is 89 752 bytes (was 205 616), 63 856 of them the core
+//! The `Session` is 94 696 bytes (was 205 616), 67 800 of them the core
 //! (was 162 208). With all 256 paths a connection costs a few percent more
 //! than before, the price of the chunks' pointers and of their rounding.
 
@@ -202,7 +203,7 @@ impl PathGlue {
 const GLUE_CHUNK: usize = 14;
 
 /// What a session keeps per path index, allocated [`GLUE_CHUNK`] at a time.
-type PathGlues = Slots<PathGlue, GLUE_CHUNK, { MAX_PATHS.div_ceil(GLUE_CHUNK) }>;
+type PathGlues = Slots<PathGlue, GLUE_CHUNK, { MAX_PATHS.div_ceil(GLUE_CHUNK) - 1 }>;
 
 // A chunk must fit the 1 KiB kmalloc size class `GLUE_CHUNK` is chosen for.
 const _: () = assert!(PathGlues::CHUNK_BYTES <= 1024);
@@ -479,7 +480,9 @@ impl Session {
             for i in 0..WINDOW {
                 rx.add(i).write(None);
             }
-            core::ptr::addr_of_mut!((*p).paths).write(PathGlues::new());
+            PathGlues::init_in_place(
+                &mut *core::ptr::addr_of_mut!((*p).paths).cast::<MaybeUninit<PathGlues>>(),
+            );
             core::ptr::addr_of_mut!((*p).locals).write(locals);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
             core::ptr::addr_of_mut!((*p).paths_changed).write(false);

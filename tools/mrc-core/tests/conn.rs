@@ -3749,11 +3749,12 @@ fn connections_built_in_place_behave_as_new() {
 
 #[test]
 fn struct_size_is_documented() {
-    // 162 208 B while every path slot was inline; now its paths' slots come in chunks of
-    // `CHUNK` (tests/alloc.rs), and what remains is mostly the send ring (40 KiB).
+    // 162 208 B while every path slot was inline; now it holds the slots of its first
+    // `PATH_CHUNK` paths and the others come in chunks (tests/alloc.rs), and what remains is
+    // mostly the send ring (40 KiB).
     let size = std::mem::size_of::<Conn>();
     eprintln!("size_of::<Conn>() = {size}");
-    assert!(size < 64 * 1024, "Conn is {size} bytes");
+    assert!(size <= 68 * 1024, "Conn is {size} bytes");
     assert_eq!(WINDOW, 1024);
 }
 
