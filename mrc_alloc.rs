@@ -6,33 +6,10 @@
 //! added in softirq context, so allocations are atomic, and they do not warn on failure:
 //! the caller refuses the path and counts it like any other.
 
-use core::fmt;
-use core::ops::{Deref, DerefMut};
-
 use kernel::alloc::{flags, KBox};
 
 /// A value on the heap, freed when dropped.
-pub(crate) struct Boxed<T>(KBox<T>);
-
-impl<T> Deref for Boxed<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> DerefMut for Boxed<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Boxed<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
+pub(crate) type Boxed<T> = KBox<T>;
 
 /// Allocates an array of `N` elements, element `i` being `f(i)`, or returns `None` if memory
 /// is short.
@@ -49,5 +26,5 @@ pub(crate) fn try_array<T, const N: usize>(mut f: impl FnMut(usize) -> T) -> Opt
         unsafe { p.add(i).write(f(i)) };
     }
     // SAFETY: the loop above initialised all `N` elements.
-    Some(Boxed(unsafe { b.assume_init() }))
+    Some(unsafe { b.assume_init() })
 }

@@ -7,8 +7,6 @@
 //! global to the process: a test that uses it should be alone in its test binary.
 
 use alloc::boxed::Box;
-use core::fmt;
-use core::ops::{Deref, DerefMut};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Allocations that may still succeed; `usize::MAX`: all.
@@ -32,27 +30,7 @@ fn allowed() -> bool {
 }
 
 /// A value on the heap, freed when dropped.
-pub struct Boxed<T>(Box<T>);
-
-impl<T> Deref for Boxed<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
-
-impl<T> DerefMut for Boxed<T> {
-    fn deref_mut(&mut self) -> &mut T {
-        &mut self.0
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Boxed<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&**self, f)
-    }
-}
+pub type Boxed<T> = Box<T>;
 
 /// Allocates an array of `N` elements, element `i` being `f(i)`, or returns `None` if memory
 /// is short (or [`fail_after`] says so).
@@ -71,5 +49,5 @@ pub fn try_array<T, const N: usize>(mut f: impl FnMut(usize) -> T) -> Option<Box
         unsafe { p.add(i).write(f(i)) };
     }
     // SAFETY: the loop above initialised all `N` elements.
-    Some(Boxed(unsafe { b.assume_init() }))
+    Some(unsafe { b.assume_init() })
 }
