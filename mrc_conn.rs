@@ -4,8 +4,9 @@
 //! A [`Conn`] is one MRC connection seen from one end: handshake, message segmentation,
 //! cumulative and selective acknowledgement, loss detection and retransmission, delayed
 //! acknowledgements, the receive window and orderly (FIN) or abortive (RST) close. Like the rest
-//! of the sans-IO core it depends on `core` only: nothing here allocates, locks, reads a clock,
-//! uses floating point or can panic. The glue drives it with four kinds of calls:
+//! of the sans-IO core it depends on `core` only: nothing here locks, reads a clock, uses
+//! floating point or can panic, and the only memory it allocates is its path table's chunks
+//! (see "Memory" in `mrc_path`). The glue drives it with four kinds of calls:
 //!
 //! - input: [`Conn::handle_packet`] with a packet decoded by [`mrc_proto::decode`], and the
 //!   application calls [`Conn::connect`], [`Conn::accept`], [`Conn::send_message`],
