@@ -240,9 +240,9 @@
 //!
 //! # Size
 //!
-//! A `Conn` is about 62 KiB on a 64-bit target (the send ring 40 KiB), plus about 4 KiB for
-//! each 10 paths, whose slots its path table allocates a chunk at a time as paths are added
-//! (see "Memory" in [`crate::mrc_path`]). The kernel keeps it in a heap-allocated connection,
+//! A `Conn` is about 66 KiB on a 64-bit target (the send ring 40 KiB, the slots of its first
+//! 10 paths 4 KiB), plus about 4 KiB for each 10 paths beyond, whose slots its path table
+//! allocates a chunk at a time as paths are added (see "Memory" in [`crate::mrc_path`]). The kernel keeps it in a heap-allocated connection,
 //! which it initialises with [`Conn::init_in_place`] since [`Conn::new`] returns the whole
 //! structure by value and kernel stacks are 16 KiB. Apart from `Conn::new`, no function keeps
 //! more than a few hundred bytes on its stack.
@@ -1182,8 +1182,8 @@ pub fn emit_data_head(
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.
 ///
-/// See the module documentation for how the glue drives it. About 62 KiB, plus its paths'
-/// slots; keep it on the heap.
+/// See the module documentation for how the glue drives it. About 66 KiB, plus the slots of
+/// its paths beyond the first 10; keep it on the heap.
 #[derive(Debug)]
 pub struct Conn {
     cfg: ConnConfig,
@@ -1453,7 +1453,7 @@ fn conn_fields_are_initialised(c: &Conn) {
 impl Conn {
     /// Returns a fresh connection in state [`State::Idle`] with an empty path table.
     ///
-    /// This returns about 62 KiB by value; where the stack is small (the kernel), use
+    /// This returns about 66 KiB by value; where the stack is small (the kernel), use
     /// [`Conn::init_in_place`] on heap memory instead. Both give the same connection.
     pub fn new(cfg: ConnConfig) -> Self {
         let mut slot = MaybeUninit::<Conn>::uninit();

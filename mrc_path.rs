@@ -989,8 +989,8 @@ struct Slot<X> {
 /// keeps with it ([`PathTable::extra`]; the connection keeps its loss-detection state of the
 /// path there).
 ///
-/// The slots are allocated in chunks as paths are added (see "Memory" in the module docs);
-/// the table itself is a few hundred bytes.
+/// The slots of the first [`PATH_CHUNK`] paths are part of the table; the others are
+/// allocated in chunks as paths are added (see "Memory" in the module docs).
 #[derive(Debug)]
 pub struct PathTable<X = ()> {
     cfg: PathConfig,

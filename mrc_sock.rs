@@ -218,7 +218,7 @@ struct Locals {
     n: usize,
 }
 
-/// A connection: the core (about 62 KiB) and the bytes it refers to, so it
+/// A connection: the core (about 66 KiB) and the bytes it refers to, so it
 /// lives in its own vmalloc'ed block and is initialised in place. What it
 /// keeps per path, in the core and here, is allocated as paths are added.
 struct Session {
@@ -522,20 +522,27 @@ impl Session {
                 ENOMEM
             }
         })?;
+        // A path starts in the state the core gives it (Suspect until validated): only
+        // changes from there are reported.
+        let state = self
+            .conn
+            .paths()
+            .get(idx)
+            .map(|p| p.state())
+            .unwrap_or_default();
         // The index may still have the entry of a removed path whose removal is not
         // announced yet; otherwise it needs one, and maybe memory for it.
-        if self.paths.get(idx).is_none() && self.paths.insert(idx, PathGlue::EMPTY).is_err() {
+        let entry = if self.paths.get(idx).is_some() {
+            self.paths.get_mut(idx)
+        } else {
+            self.paths.insert(idx, PathGlue::EMPTY).ok()
+        };
+        let Some(e) = entry else {
             // The path is new: nothing was sent on it, so the table forgets it directly.
             self.conn.paths_mut().remove(idx);
             return Err(ENOMEM);
-        }
-        let state = self.conn.paths().get(idx).map(|p| p.state());
-        let Some(e) = self.paths.get_mut(idx) else {
-            return Err(ENOMEM);
         };
-        // A path starts in the state the core gives it (Suspect until validated): only
-        // changes from there are reported.
-        e.state = state.unwrap_or_default();
+        e.state = state;
         e.addr = Some(addr);
         e.peer = net.peer_path((addr.local, addr.remote, addr.sport, addr.dport));
         self.paths_changed = true;
