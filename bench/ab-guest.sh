@@ -54,10 +54,19 @@ one() {
 		'BEGIN { printf "%s %.1f %.2f\n", n, m, (b > 0 ? 1000 * t / hz / (b / 1e6) : 0) }'
 }
 
-# with KO PARAMS NAME: one transfer over MRC with that module loaded.
+# with KO PARAMS NAME SETTINGS: one transfer over MRC with that module
+# loaded and SETTINGS (NAME=VALUE of `mrc-status param set`, ','-separated)
+# set in both namespaces.
 with() {
 	# shellcheck disable=SC2086 # parameters are words
 	insmod "$1" $2
+	local ns setting
+	for ns in "$cli" "$srv"; do
+		# shellcheck disable=SC2086 # the settings are words
+		for setting in ${4//,/ }; do
+			ip netns exec "$ns" "${perf_bin%/*}/mrc-status" param set "${setting%%=*}" "${setting#*=}" >/dev/null
+		done
+	done
 	one "$3" mrc
 	# Connections linger a moment after the transfer.
 	for _ in $(seq 50); do rmmod mrc 2>/dev/null && return; sleep 0.2; done
@@ -66,11 +75,11 @@ with() {
 }
 
 echo "# unshaped veth, MTU $mtu, GRO ${AB_GRO:-0}, $rounds rounds of $secs s;" \
-	"A: ${AB_PARAMS_A:-} B: ${AB_PARAMS_B:-}"
+	"A: ${AB_PARAMS_A:-} ${AB_SET_A:-} B: ${AB_PARAMS_B:-} ${AB_SET_B:-}"
 echo "# variant goodput_mbps cpu_ms_per_mb"
 for ((r = 1; r <= rounds; r++)); do
-	with "$ko_a" "${AB_PARAMS_A:-}" A
-	with "$ko_b" "${AB_PARAMS_B:-}" B
+	with "$ko_a" "${AB_PARAMS_A:-}" A "${AB_SET_A:-}"
+	with "$ko_b" "${AB_PARAMS_B:-}" B "${AB_SET_B:-}"
 	one TCP tcp
 done | tee /tmp/ab.txt
 echo "# medians: variant goodput_mbps cpu_ms_per_mb"

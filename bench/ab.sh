@@ -11,6 +11,9 @@
 #   REV_A, REV_B   git revisions; REV_B defaults to the working tree
 # Settings (environment):
 #   AB_PARAMS_A, AB_PARAMS_B   module parameters of each (e.g. "gso=1")
+#   AB_SET_A, AB_SET_B   namespace tunables of each, set in both namespaces
+#                  (NAME=VALUE of `mrc-status param set`, ','-separated,
+#                  e.g. "cc=reno,ev_per_plane=1")
 #   AB_MTU (1500)  AB_ROUNDS (3)  AB_SECS (5)  AB_GRO (0: 1 turns GRO on
 #   at the receiving end of the veth)
 set -euo pipefail
@@ -49,6 +52,7 @@ echo "A: ${1} ${AB_PARAMS_A:-}" >&2
 echo "B: ${2:-working tree} ${AB_PARAMS_B:-}" >&2
 exec scripts/vm.sh --flavor release env \
 	AB_PARAMS_A="${AB_PARAMS_A:-}" AB_PARAMS_B="${AB_PARAMS_B:-}" \
+	AB_SET_A="${AB_SET_A:-}" AB_SET_B="${AB_SET_B:-}" \
 	AB_MTU="${AB_MTU:-1500}" AB_ROUNDS="${AB_ROUNDS:-3}" AB_SECS="${AB_SECS:-5}" \
 	AB_GRO="${AB_GRO:-0}" \
 	"$top/bench/ab-guest.sh" "$ko_a" "$ko_b" "$top/tools/target/release/mrc-perf"
