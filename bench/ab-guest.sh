@@ -23,9 +23,16 @@ ip -n "$cli" link set u0 up
 ip -n "$srv" link set u0 up
 [ "${AB_GRO:-0}" = 0 ] || ip netns exec "$srv" ethtool -K u0 gro on >/dev/null
 mask=$(printf '%x' $(((1 << $(nproc)) - 1)))
+flows=0
+if [ "${AB_RFS:-0}" != 0 ]; then
+	# Receive flow steering: a flow's packets go to the CPU where the task
+	# that reads or writes its socket last ran.
+	flows=32768
+	sysctl -qw net.core.rps_sock_flow_entries=$flows
+fi
 for ns in "$cli" "$srv"; do
 	# shellcheck disable=SC2016 # expanded by the inner shell
-	ip netns exec "$ns" sh -c 'for q in /sys/class/net/u0/queues/rx-*/rps_cpus; do echo "$1" >"$q"; done' sh "$mask"
+	ip netns exec "$ns" sh -c 'for q in /sys/class/net/u0/queues/rx-*; do echo "$1" >"$q/rps_cpus"; echo "$2" >"$q/rps_flow_cnt"; done' sh "$mask" "$flows"
 done
 
 # busy_ticks: user+nice+system+irq+softirq+steal of all CPUs, /proc/stat.
@@ -74,7 +81,7 @@ with() {
 	exit 1
 }
 
-echo "# unshaped veth, MTU $mtu, GRO ${AB_GRO:-0}, $rounds rounds of $secs s;" \
+echo "# unshaped veth, MTU $mtu, GRO ${AB_GRO:-0}, RFS ${AB_RFS:-0}, $rounds rounds of $secs s;" \
 	"A: ${AB_PARAMS_A:-} ${AB_SET_A:-} B: ${AB_PARAMS_B:-} ${AB_SET_B:-}"
 echo "# variant goodput_mbps cpu_ms_per_mb"
 for ((r = 1; r <= rounds; r++)); do

@@ -15,7 +15,8 @@
 #                  (NAME=VALUE of `mrc-status param set`, ','-separated,
 #                  e.g. "cc=reno,ev_per_plane=1")
 #   AB_MTU (1500)  AB_ROUNDS (3)  AB_SECS (5)  AB_GRO (0: 1 turns GRO on
-#   at the receiving end of the veth)
+#   at the receiving end of the veth)  AB_RFS (0: 1 adds receive flow
+#   steering to the packet steering, for every variant)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -54,5 +55,5 @@ exec scripts/vm.sh --flavor release env \
 	AB_PARAMS_A="${AB_PARAMS_A:-}" AB_PARAMS_B="${AB_PARAMS_B:-}" \
 	AB_SET_A="${AB_SET_A:-}" AB_SET_B="${AB_SET_B:-}" \
 	AB_MTU="${AB_MTU:-1500}" AB_ROUNDS="${AB_ROUNDS:-3}" AB_SECS="${AB_SECS:-5}" \
-	AB_GRO="${AB_GRO:-0}" \
+	AB_GRO="${AB_GRO:-0}" AB_RFS="${AB_RFS:-0}" \
 	"$top/bench/ab-guest.sh" "$ko_a" "$ko_b" "$top/tools/target/release/mrc-perf"
