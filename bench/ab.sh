@@ -13,7 +13,8 @@
 #   AB_PARAMS_A, AB_PARAMS_B   module parameters of each (e.g. "gso=1")
 #   AB_SET_A, AB_SET_B   namespace tunables of each, set in both namespaces
 #                  (NAME=VALUE of `mrc-status param set`, ','-separated,
-#                  e.g. "cc=reno,ev_per_plane=1")
+#                  as BENCH_MRC_NS_PARAMS of make bench; e.g.
+#                  "cc=reno,ev_per_plane=1")
 #   AB_MTU (1500)  AB_ROUNDS (3)  AB_SECS (5)  AB_GRO (0: 1 turns GRO on
 #   at the receiving end of the veth)  AB_RFS (0: 1 adds receive flow
 #   steering to the packet steering, for every variant)
@@ -49,8 +50,8 @@ build() {
 ko_a=$(build "$1" "$out/a")
 ko_b=$(build "${2:-}" "$out/b")
 make -s -C "$top" tools
-echo "A: ${1} ${AB_PARAMS_A:-}" >&2
-echo "B: ${2:-working tree} ${AB_PARAMS_B:-}" >&2
+echo "A: ${1} ${AB_PARAMS_A:-} ${AB_SET_A:-}" >&2
+echo "B: ${2:-working tree} ${AB_PARAMS_B:-} ${AB_SET_B:-}" >&2
 exec scripts/vm.sh --flavor release env \
 	AB_PARAMS_A="${AB_PARAMS_A:-}" AB_PARAMS_B="${AB_PARAMS_B:-}" \
 	AB_SET_A="${AB_SET_A:-}" AB_SET_B="${AB_SET_B:-}" \
