@@ -4000,10 +4000,34 @@ impl Conn {
     ///
     /// The time may be at or before `now_ns`, meaning "now".
     pub fn next_timeout(&self, now_ns: u64) -> Option<u64> {
+        match self.own_timeout(now_ns) {
+            (t, true) => min_opt(
+                t,
+                self.paths.next_timer_waiting(now_ns, self.data_waiting()),
+            ),
+            (t, false) => t,
+        }
+    }
+
+    /// The same as [`Conn::next_timeout`], cheaper with many paths: the failure detector's
+    /// part comes from the deadlines the path table keeps (see
+    /// [`PathTable::poll_timer_waiting`]). The glue asks this after every batch.
+    pub fn poll_timeout(&mut self, now_ns: u64) -> Option<u64> {
+        match self.own_timeout(now_ns) {
+            (t, true) => {
+                let data_waiting = self.data_waiting();
+                min_opt(t, self.paths.poll_timer_waiting(now_ns, data_waiting))
+            }
+            (t, false) => t,
+        }
+    }
+
+    /// The connection's own next deadline, and whether the failure detector's count too.
+    fn own_timeout(&self, now_ns: u64) -> (Option<u64>, bool) {
         match self.state {
-            State::Idle | State::Closed(_) => None,
-            State::SynSent | State::SynReceived => self.hs_deadline,
-            State::TimeWait => self.tw_deadline,
+            State::Idle | State::Closed(_) => (None, false),
+            State::SynSent | State::SynReceived => (self.hs_deadline, false),
+            State::TimeWait => (self.tw_deadline, false),
             State::Established | State::FinWait | State::CloseWait | State::Closing => {
                 let ack = if self.ack_pending && !self.ack_now {
                     self.ack_deadline
@@ -4014,11 +4038,7 @@ impl Conn {
                 let t = min_opt(t, self.rto_deadline);
                 let t = min_opt(t, self.user_deadline());
                 let t = min_opt(t, self.orphan_deadline());
-                let t = min_opt(t, self.pacing_deadline(now_ns));
-                min_opt(
-                    t,
-                    self.paths.next_timer_waiting(now_ns, self.data_waiting()),
-                )
+                (min_opt(t, self.pacing_deadline(now_ns)), true)
             }
         }
     }

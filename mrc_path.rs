@@ -140,9 +140,10 @@
 //! A table holds the slots of its first [`PATH_CHUNK`] (10) paths inline, and the others in
 //! chunks of as many, allocated when a path is added to a chunk not yet present and freed
 //! when the chunk's last path is removed or the table goes ([`crate::mrc_slots`]). A slot
-//! holds the [`Path`] (344 bytes) and what the table's user keeps beside it
+//! holds the [`Path`] (344 bytes), its failure-detector deadline as last computed (8
+//! bytes, see [`PathTable::poll_timer_waiting`]) and what the table's user keeps beside it
 //! ([`PathTable::extra`]); the connection keeps its RACK and reorder state of the path
-//! there (48 bytes, `ConnPath` in `mrc_conn`), so a chunk of its slots is 3920 bytes, a
+//! there (48 bytes, `ConnPath` in `mrc_conn`), so a chunk of its slots is 4000 bytes, a
 //! 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
 //! one beyond [`MAX_PATHS`] is: [`PathTable::add`] returns `None`.
 //!
@@ -157,12 +158,12 @@
 //!
 //! | paths | before  | since             |
 //! |-------|---------|-------------------|
-//! | 1     | 162 208 | 67 800            |
-//! | 4     | 162 208 | 67 800            |
-//! | 16    | 162 208 | 71 720 (71 896)   |
-//! | 256   | 162 208 | 165 800 (170 200) |
+//! | 1     | 162 208 | 67 912            |
+//! | 4     | 162 208 | 67 912            |
+//! | 16    | 162 208 | 71 912 (72 008)   |
+//! | 256   | 162 208 | 167 912 (170 312) |
 //!
-//! Of `Conn`'s 67 800 bytes now, 40 KiB are the send ring and 3920 the inline slots. Looking
+//! Of `Conn`'s 67 912 bytes now, 40 KiB are the send ring and 4000 the inline slots. Looking
 //! up a path beyond the first chunk costs one more load (the chunk's pointer), and scans stop
 //! at the highest index in use as before ([`PathTable::index_end`]), skipping chunks not
 //! allocated.
@@ -178,7 +179,7 @@ use super::mrc_slots::Slots;
 pub const MAX_PATHS: usize = 256;
 
 /// Paths whose slots a [`PathTable`] allocates at a time: a chunk of a connection's slots,
-/// 392 bytes each with what the connection keeps beside the path, is 3920 bytes, which
+/// 400 bytes each with what the connection keeps beside the path, is 4000 bytes, which
 /// fills most of a 4 KiB kmalloc object (16 slots, 6272 bytes, would take 8 KiB). See
 /// "Memory" in the module docs; the connection checks at build time that its chunks fit.
 pub const PATH_CHUNK: usize = 10;
@@ -972,6 +973,8 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         end: _,
         probe_credit: _,
         validation_credit: _,
+        deadline_key: _,
+        stale: _,
     } = t;
 }
 
@@ -983,6 +986,9 @@ type PathSlots<X> = Slots<Slot<X>, PATH_CHUNK, PATH_DIR>;
 struct Slot<X> {
     path: Path,
     extra: X,
+    /// The path's failure-detector deadline ([`PathTable::deadline`]) as of the table's
+    /// `deadline_key`, unless the table lists the path as `stale`.
+    deadline: u64,
 }
 
 /// The paths of one connection, each with a value of type `X` that the user of the table
@@ -1005,6 +1011,25 @@ pub struct PathTable<X = ()> {
     /// Bytes that may still be sent on unvalidated paths: three times what the peer sent,
     /// less what went out on them (see "Path validation" in the module docs).
     validation_credit: u64,
+    /// What, beside the path itself, the deadlines kept in the slots were computed with;
+    /// `None` after a change of the configuration.
+    deadline_key: Option<DeadlineKey>,
+    /// Paths changed since their deadline was kept ([`PathTable::get_mut`]).
+    stale: PathSet,
+}
+
+/// What a path's failure-detector deadline depends on beside the path and the
+/// configuration (see [`PathTable::deadline`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeadlineKey {
+    /// The connection has bytes in flight.
+    busy: bool,
+    /// It has data waiting (see [`PathTable::on_tick_waiting`]).
+    data_waiting: bool,
+    /// The probe credit pays for a heartbeat of an idle path.
+    heartbeat_paid: bool,
+    /// The validation credit pays for a probe of an unvalidated path.
+    probe_paid: bool,
 }
 
 impl PathTable {
@@ -1043,6 +1068,8 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).end).write(0);
             addr_of_mut!((*p).probe_credit).write(0);
             addr_of_mut!((*p).validation_credit).write(0);
+            addr_of_mut!((*p).deadline_key).write(None);
+            addr_of_mut!((*p).stale).write(PathSet::EMPTY);
             slot.assume_init_mut()
         }
     }
@@ -1060,6 +1087,7 @@ impl<X> PathTable<X> {
     /// [`PathTable::next_timer`] on; the glue re-reads it afterwards.
     pub fn set_heartbeat_busy_ns(&mut self, ns: u64) {
         self.cfg.heartbeat_busy_ns = ns.max(1);
+        self.deadline_key = None;
     }
 
     /// Makes this end wait for the other end's heartbeat probes on idle Active paths
@@ -1073,6 +1101,7 @@ impl<X> PathTable<X> {
     /// It probes a path itself once the peer's probes stop arriving there for that long.
     pub fn set_heartbeat_yield(&mut self, on: bool) {
         self.cfg.heartbeat_yield = on;
+        self.deadline_key = None;
     }
 
     /// Adds a path in state Active, with `X::default()` kept beside it, and returns its
@@ -1086,8 +1115,10 @@ impl<X> PathTable<X> {
         let slot = Slot {
             path: Path::new(now_ns, ids, backup, &cfg),
             extra: X::default(),
+            deadline: NEVER,
         };
         self.slots.insert(idx, slot).ok()?;
+        self.stale.insert(idx);
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
         self.earn_probe_credit(cfg.data_per_idle_probe);
@@ -1221,7 +1252,9 @@ impl<X> PathTable<X> {
     }
 
     #[inline]
+    /// Returns path `idx` to change it; its deadline is computed again when next needed.
     fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
+        self.stale.insert(idx);
         self.slots.get_mut(idx).map(|s| &mut s.path)
     }
 
@@ -1877,14 +1910,48 @@ impl<X> PathTable<X> {
     }
 
     /// [`PathTable::next_timer`] with `data_waiting` as in
-    /// [`PathTable::on_tick_waiting`].
+    /// [`PathTable::on_tick_waiting`]. Computes every path's deadline; see
+    /// [`PathTable::poll_timer_waiting`] for the same time from the deadlines kept.
     pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
         let busy = self.total_inflight() > 0;
-        self.iter()
-            .map(|(_, p)| self.deadline(p, busy, data_waiting))
-            .filter(|&t| t != NEVER)
-            .map(|t| t.max(now_ns))
-            .min()
+        earliest(
+            self.iter()
+                .map(|(_, p)| self.deadline(p, busy, data_waiting)),
+            now_ns,
+        )
+    }
+
+    /// The same as [`PathTable::next_timer_waiting`], from the deadlines kept in the slots.
+    ///
+    /// The glue asks after every batch of packets and every send, while a packet changes
+    /// one path or a few: a path's deadline is computed again only once the path changed
+    /// ([`PathTable::get_mut`]) or what every deadline depends on did ([`DeadlineKey`], the
+    /// configuration). With hundreds of paths, computing them all each time was most of
+    /// what the connection did per packet.
+    pub fn poll_timer_waiting(&mut self, now_ns: u64, data_waiting: bool) -> Option<u64> {
+        let busy = self.total_inflight() > 0;
+        let key = DeadlineKey {
+            busy,
+            data_waiting,
+            heartbeat_paid: self.probe_credit >= self.cfg.data_per_idle_probe,
+            probe_paid: self.validation_credit >= PROBE_WIRE_LEN,
+        };
+        if self.deadline_key != Some(key) {
+            self.deadline_key = Some(key);
+            for idx in 0..self.end {
+                self.stale.insert(idx);
+            }
+        }
+        let stale = core::mem::replace(&mut self.stale, PathSet::EMPTY);
+        for idx in stale.iter() {
+            let Some(d) = self.get(idx).map(|p| self.deadline(p, busy, data_waiting)) else {
+                continue;
+            };
+            if let Some(s) = self.slots.get_mut(idx) {
+                s.deadline = d;
+            }
+        }
+        earliest(self.slots.iter(self.end).map(|(_, s)| s.deadline), now_ns)
     }
 
     /// Returns when the next Active path whose window has room for `bytes` but whose pacing
@@ -1909,8 +1976,13 @@ impl<X> PathTable<X> {
             .saturating_mul(srtt)
             .checked_div(u64::from(p.cc.cwnd()))
             .unwrap_or(u64::MAX);
-        srtt.saturating_add(drain)
-            .saturating_mul(u64::from(WEIGHT_DEFAULT))
+        let due = srtt.saturating_add(drain);
+        if p.weight == WEIGHT_DEFAULT {
+            // What the scaling below gives for the default weight, without its division:
+            // the scan of every path for every packet makes this the common case's cost.
+            return due.min(u64::MAX / u64::from(WEIGHT_DEFAULT));
+        }
+        due.saturating_mul(u64::from(WEIGHT_DEFAULT))
             .checked_div(u64::from(p.weight))
             .unwrap_or(u64::MAX)
     }
@@ -2069,6 +2141,14 @@ impl<X> PathTable<X> {
             (alone && p.state == PathState::Active && p.can_send(now_ns, bytes)).then_some(i)
         })
     }
+}
+
+/// The earliest of `deadlines` that is not [`NEVER`], at `now_ns` if it has passed.
+fn earliest(deadlines: impl Iterator<Item = u64>, now_ns: u64) -> Option<u64> {
+    deadlines
+        .filter(|&t| t != NEVER)
+        .map(|t| t.max(now_ns))
+        .min()
 }
 
 fn clamp_lo_hi(v: u64, lo: u64, hi: u64) -> u64 {

@@ -436,6 +436,13 @@ impl Peer {
     /// Checks the invariants that hold after every step.
     fn check(&mut self, now: u64) {
         let name = self.name;
+        // The deadlines the path table keeps give the time computing them all gives.
+        let computed = self.conn.next_timeout(now);
+        assert_eq!(
+            self.conn.poll_timeout(now),
+            computed,
+            "{name}: kept deadlines disagree with computed ones"
+        );
         let c = &self.conn;
         let (una, nxt, rcv) = (c.snd_una(), c.snd_nxt(), c.rcv_nxt());
         assert!(nxt < SEQ_LIMIT, "{name}: snd_nxt {nxt} reached SEQ_LIMIT");

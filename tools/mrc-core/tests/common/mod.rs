@@ -1007,7 +1007,13 @@ impl Sim {
             self.transmit(i, path, bytes);
         }
         // Timer.
-        let next = self.nodes[i].conn.next_timeout(now);
+        let next = self.nodes[i].conn.poll_timeout(now);
+        // The deadlines the path table keeps give the time computing them all gives.
+        assert_eq!(
+            next,
+            self.nodes[i].conn.next_timeout(now),
+            "node {i} at {now}"
+        );
         if let Some(t) = next {
             let t = t.max(now);
             if self.nodes[i].timer_at != Some(t) {
