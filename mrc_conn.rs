@@ -4091,9 +4091,10 @@ impl Conn {
                         return;
                     }
                 }
+                let data_waiting = self.data_waiting();
                 if self
                     .paths
-                    .next_timer_waiting(now_ns, self.data_waiting())
+                    .poll_timer_waiting(now_ns, data_waiting)
                     .is_some_and(|t| t <= now_ns)
                 {
                     self.path_tick(now_ns);
@@ -4123,7 +4124,7 @@ impl Conn {
     /// Whether the connection is waiting for the peer: data or FIN
     /// outstanding, or no path Active to send on.
     fn waiting(&self) -> bool {
-        self.snd_una < self.snd_nxt || self.paths.paths_in_state(PathState::Active) == 0
+        self.snd_una < self.snd_nxt || !self.paths.any_in_state(PathState::Active)
     }
 
     /// Restarts the user timeout while the connection is not waiting.

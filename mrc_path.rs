@@ -975,6 +975,7 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         validation_credit: _,
         deadline_key: _,
         stale: _,
+        earliest_kept: _,
     } = t;
 }
 
@@ -1016,6 +1017,8 @@ pub struct PathTable<X = ()> {
     deadline_key: Option<DeadlineKey>,
     /// Paths changed since their deadline was kept ([`PathTable::get_mut`]).
     stale: PathSet,
+    /// The earliest of the deadlines kept ([`NEVER`] if none), unless it must be looked for.
+    earliest_kept: Option<u64>,
 }
 
 /// What a path's failure-detector deadline depends on beside the path and the
@@ -1070,6 +1073,7 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).validation_credit).write(0);
             addr_of_mut!((*p).deadline_key).write(None);
             addr_of_mut!((*p).stale).write(PathSet::EMPTY);
+            addr_of_mut!((*p).earliest_kept).write(None);
             slot.assume_init_mut()
         }
     }
@@ -1238,6 +1242,8 @@ impl<X> PathTable<X> {
         if self.slots.take(idx).is_none() {
             return false;
         }
+        // Its deadline may have been the earliest.
+        self.earliest_kept = None;
         self.len = self.len.saturating_sub(1);
         while self.end > 0 && self.slots.get(self.end - 1).is_none() {
             self.end -= 1;
@@ -1316,6 +1322,11 @@ impl<X> PathTable<X> {
     /// Returns the number of paths in `state`.
     pub fn paths_in_state(&self, state: PathState) -> usize {
         self.iter().filter(|(_, p)| p.state == state).count()
+    }
+
+    /// Returns whether a path is in `state`; stops at the first.
+    pub fn any_in_state(&self, state: PathState) -> bool {
+        self.iter().any(|(_, p)| p.state == state)
     }
 
     /// Returns the bytes in flight over all paths.
@@ -1800,15 +1811,23 @@ impl<X> PathTable<X> {
     /// heartbeat of its idle Active paths still follows what is in flight.
     pub fn on_tick_waiting(&mut self, now_ns: u64, data_waiting: bool) -> TickResult {
         let mut out = TickResult::default();
-        let busy = self.total_inflight() > 0;
+        let busy = self.busy();
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
+        let kept = self.refresh_deadlines(busy, data_waiting);
         for idx in 0..self.end {
-            let Some(p) = self.get(idx) else {
+            let Some(s) = self.slots.get(idx) else {
                 continue;
             };
-            let deadline = self.deadline(p, busy, data_waiting);
+            let p = &s.path;
+            // A path handled earlier in this loop may have spent a credit that the deadlines
+            // kept assumed: then this one's is computed again.
+            let deadline = if self.deadline_key(busy, data_waiting) == kept {
+                s.deadline
+            } else {
+                self.deadline(p, busy, data_waiting)
+            };
             if now_ns < deadline {
                 continue;
             }
@@ -1913,7 +1932,7 @@ impl<X> PathTable<X> {
     /// [`PathTable::on_tick_waiting`]. Computes every path's deadline; see
     /// [`PathTable::poll_timer_waiting`] for the same time from the deadlines kept.
     pub fn next_timer_waiting(&self, now_ns: u64, data_waiting: bool) -> Option<u64> {
-        let busy = self.total_inflight() > 0;
+        let busy = self.busy();
         earliest(
             self.iter()
                 .map(|(_, p)| self.deadline(p, busy, data_waiting)),
@@ -1929,29 +1948,68 @@ impl<X> PathTable<X> {
     /// configuration). With hundreds of paths, computing them all each time was most of
     /// what the connection did per packet.
     pub fn poll_timer_waiting(&mut self, now_ns: u64, data_waiting: bool) -> Option<u64> {
-        let busy = self.total_inflight() > 0;
-        let key = DeadlineKey {
+        let busy = self.busy();
+        self.refresh_deadlines(busy, data_waiting);
+        let t = match self.earliest_kept {
+            Some(t) => t,
+            None => {
+                let t = self
+                    .slots
+                    .iter(self.end)
+                    .map(|(_, s)| s.deadline)
+                    .min()
+                    .unwrap_or(NEVER);
+                self.earliest_kept = Some(t);
+                t
+            }
+        };
+        (t != NEVER).then(|| t.max(now_ns))
+    }
+
+    /// Whether the connection has bytes in flight on any path.
+    fn busy(&self) -> bool {
+        self.iter().any(|(_, p)| p.inflight > 0)
+    }
+
+    /// What every path's deadline depends on now, beside the path and the configuration.
+    fn deadline_key(&self, busy: bool, data_waiting: bool) -> DeadlineKey {
+        DeadlineKey {
             busy,
             data_waiting,
             heartbeat_paid: self.probe_credit >= self.cfg.data_per_idle_probe,
             probe_paid: self.validation_credit >= PROBE_WIRE_LEN,
-        };
+        }
+    }
+
+    /// Brings the deadlines kept in the slots up to date; returns what they were computed
+    /// with.
+    fn refresh_deadlines(&mut self, busy: bool, data_waiting: bool) -> DeadlineKey {
+        let key = self.deadline_key(busy, data_waiting);
         if self.deadline_key != Some(key) {
             self.deadline_key = Some(key);
+            self.earliest_kept = None;
             for idx in 0..self.end {
                 self.stale.insert(idx);
             }
         }
         let stale = core::mem::replace(&mut self.stale, PathSet::EMPTY);
+        let mut earliest = self.earliest_kept;
         for idx in stale.iter() {
             let Some(d) = self.get(idx).map(|p| self.deadline(p, busy, data_waiting)) else {
                 continue;
             };
             if let Some(s) = self.slots.get_mut(idx) {
-                s.deadline = d;
+                let old = core::mem::replace(&mut s.deadline, d);
+                earliest = match earliest {
+                    Some(t) if d < t => Some(d),
+                    // The earliest moved later: another may now be, or the same.
+                    Some(t) if old == t && d != t => None,
+                    e => e,
+                };
             }
         }
-        earliest(self.slots.iter(self.end).map(|(_, s)| s.deadline), now_ns)
+        self.earliest_kept = earliest;
+        key
     }
 
     /// Returns when the next Active path whose window has room for `bytes` but whose pacing
