@@ -441,6 +441,20 @@ fn session_fields_are_initialised(s: &Session) {
 }
 
 impl Session {
+    /// Frees the messages the peer has acknowledged, up to
+    /// [`Conn::acked_msgs`]; returns whether any were.
+    fn free_acked(&mut self) -> bool {
+        let acked = self.conn.acked_msgs();
+        let any = self.freed < acked;
+        while self.freed < acked {
+            if let Some(m) = self.msgs.get_mut((self.freed % MSG_QUEUE as u64) as usize) {
+                *m = None;
+            }
+            self.freed += 1;
+        }
+        any
+    }
+
     /// Allocates a session with a fresh connection core, charged to the
     /// calling task's memory cgroup if `account` (`connect`: the
     /// application pays for its connection, as for its socket; the
@@ -947,12 +961,7 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                 }
             }
         }
-        let acked = s.conn.acked_msgs();
-        while s.freed < acked {
-            if let Some(m) = s.msgs.get_mut((s.freed % MSG_QUEUE as u64) as usize) {
-                *m = None;
-            }
-            s.freed += 1;
+        if s.free_acked() {
             after.writable = true;
         }
         while sent < MAX_TX_PER_DRIVE {
@@ -1833,6 +1842,14 @@ pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<MsgBuf>, len: u32) -> Re
         };
         match s.conn.send_message(len) {
             Ok(id) => {
+                // The core takes a new message as soon as acknowledgements
+                // make room in the ring of `MSG_QUEUE` ids, and those may
+                // have come in this very turn (packets the owner took from
+                // the backlog), before `drive` freed their messages: the
+                // slot of `id` may still hold the message `MSG_QUEUE` ids
+                // older, which `drive` would then free in its place, and the
+                // new message would never leave. Free them first.
+                s.free_acked();
                 if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
                     *slot = buf.take();
                 }

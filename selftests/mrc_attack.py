@@ -255,8 +255,14 @@ def cmd_tiny_sink(args):
             return
         time.sleep(0.1)
     c.settimeout(120)
+    start = time.monotonic()
     for i in range(args.count):
-        m = c.recv(16)
+        try:
+            m = c.recv(16)
+        except OSError as e:
+            print(f"received {i} then {errno.errorcode.get(e.errno, str(e))} after "
+                  f"{int((time.monotonic() - start) * 1000)} ms")
+            return
         if m != bytes([i & 255]):
             print(f"received {i} bad: {m!r}")
             return
@@ -278,6 +284,9 @@ def cmd_tiny_flood(args):
             continue
         except BlockingIOError:
             pass
+        except OSError as e:
+            print(f"sending {i}: {errno.errorcode.get(e.errno, str(e))}")
+            return
         ready = select.select([], [s], [], args.stall)[1]
         if not ready and stalled is None:
             stalled = i
@@ -288,9 +297,14 @@ def cmd_tiny_flood(args):
                 print(f"stuck at {i}")
                 return
     print(f"sent {i} stalled {stalled if stalled is not None else 'never'}", flush=True)
-    s.shutdown(socket.SHUT_WR)
-    s.settimeout(120)
-    s.recv(16)
+    start = time.monotonic()
+    try:
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(120)
+        s.recv(16)
+    except OSError as e:
+        print(f"closing: {errno.errorcode.get(e.errno, str(e))} after "
+              f"{int((time.monotonic() - start) * 1000)} ms")
 
 
 def cmd_raw_flood(args):

@@ -234,6 +234,43 @@ mrc_check "amplification: each half-open connection shows its SYN_ACKs held back
 # counted at their real size. Once the reader reads, every message
 # arrives, in order.
 n=3000 go=$tmp/go
+# The tiny flood's connection at either end on one line (MRC port 7000):
+# what tells why a sender would wait, its RTOs and window probes, and what
+# the sink dropped and the answers it withheld (acks-limited).
+tiny_conns() {
+	{
+		conn_json "$a" | sed 's/^/a /'
+		conn_json "$b" | sed 's/^/b /'
+	} | $MRC_PY -c 'import json, sys
+out = []
+for line in sys.stdin:
+    side, _, j = line.partition(" ")
+    try:
+        c = json.loads(j)
+    except ValueError:
+        continue
+    if (c.get("remote_port") if side == "a" else c.get("local_port")) != 7000:
+        continue
+    if side == "a":
+        who, names = "sender", ("data_sent", "retransmits", "rtos", "rto_losses",
+                                "window_probes", "acks_received")
+    else:
+        who, names = "sink", ("data_received", "rcv_dropped", "duplicates", "acks_sent",
+                              "acks_limited")
+    k = c.get("counters") or {}
+    paths = ",".join("%s:%s" % (p.get("id"), p.get("state")) for p in c.get("paths") or [])
+    err = " " + str(c["error"]) if c.get("error") else ""
+    out.append("%s %s%s paths %s %s" % (who, c.get("state"), err, paths,
+                                         " ".join("%s %s" % (n, k.get(n, 0)) for n in names)))
+print("; ".join(out) if out else "no connection on port 7000")'
+}
+# The MRC counters of a namespace ("key value" a line), and those that moved
+# between two such snapshots.
+proc_counts() { mrc_wait_for 30 mrc_ns_proc "$1" && cat "$mrc_proc/net/mrc"; }
+proc_moved() { # BEFORE AFTER
+	awk 'NR == FNR { v[$1] = $2; next }
+		($1 in v) && $2 != v[$1] && $2 ~ /^[0-9]+$/ { printf "%s %+d ", $1, $2 - v[$1] }' "$1" "$2"
+}
 nobuf0=$(mrc_stat "$b" drop_conn_no_buffer)
 rcvbuf0=$(mrc_stat "$b" drop_rcvbuf)
 ip netns exec "$b" $ATTACK tiny-sink 10.77.0.2 7000 $n --rcvbuf 65536 --go "$go" \
@@ -243,7 +280,7 @@ listening() { grep -q '^listening' "$tmp/sink.out"; }
 mrc_wait_for 60 listening || mrc_fail "the sink did not listen within 60 s"
 ip netns exec "$a" $ATTACK tiny-flood 10.77.0.2 7000 $n >"$tmp/flood.out" 2>&1 &
 flood=$!
-flood_state() { grep -q '^stalled\|^sent\|^stuck\|Error' "$tmp/flood.out"; }
+flood_state() { grep -q '^stalled\|^sent\|^sending\|^stuck\|Error' "$tmp/flood.out"; }
 mrc_wait_for 120 flood_state
 held=$(mrc_stat "$b" rmem_total)
 rcvbuf=$(sed -n 's/^rcvbuf //p' "$tmp/sink.out")
@@ -257,12 +294,33 @@ mrc_check "tiny flood: the receiver holds at most twice its buffer" ok \
 echo "# tiny flood: $(($(mrc_stat "$b" drop_conn_no_buffer) - nobuf0)) window probes found no room"
 mrc_check "tiny flood: the window held the sender back before the receiver's memory ran out" 0 \
 	$(($(mrc_stat "$b" drop_rcvbuf) - rcvbuf0))
+echo "# tiny flood stalled: $(tiny_conns)"
+proc_counts "$a" >"$tmp/proc-a.0"
+proc_counts "$b" >"$tmp/proc-b.0"
 touch "$go"
+# Until both ends are done, the counters of their connection once a second:
+# the last sample before a socket closed tells how its connection ended.
+t0=$EPOCHREALTIME
+while kill -0 $flood 2>/dev/null || kill -0 $sink 2>/dev/null; do
+	proc_counts "$a" >"$tmp/proc-a.1"
+	proc_counts "$b" >"$tmp/proc-b.1"
+	echo "$(mrc_ms_since "$t0") ms: $(tiny_conns); namespace counters since, sender's: $(proc_moved "$tmp/proc-a.0" "$tmp/proc-a.1"); sink's: $(proc_moved "$tmp/proc-b.0" "$tmp/proc-b.1")" >>"$tmp/tiny.log"
+	mrc_sleep 1
+done &
+sampler=$!
 wait $flood
 wait $sink
+wait $sampler
+echo "# tiny flood read: $(grep -v 'no connection' "$tmp/tiny.log" | tail -n 1)"
 mrc_check "tiny flood: every message arrived once the reader read" "received $n ok" \
 	"$(tail -n 1 "$tmp/sink.out")"
 mrc_check "tiny flood: the sender sent them all" "sent $n" "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)"
+if [ "$(tail -n 1 "$tmp/sink.out")" != "received $n ok" ] ||
+	[ "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)" != "sent $n" ]; then
+	echo "# tiny flood failed: sink: $(tail -n 2 "$tmp/sink.out" | tr '\n' ' ')"
+	echo "# tiny flood failed: sender: $(tail -n 2 "$tmp/flood.out" | tr '\n' ' ')"
+	sed 's/^/# tiny flood: /' "$tmp/tiny.log"
+fi
 
 # A peer that ignores the window (a handshake and packets of its own over a
 # plain UDP socket) sends 1000 one-byte messages at once to a reader that
