@@ -1924,6 +1924,17 @@ impl Conn {
         backoff(self.rto_base(), self.rto_backoff, self.cfg.path.rto_max_ns)
     }
 
+    /// The same as [`Conn::rto_ns`], from the RTOs the path table keeps
+    /// ([`PathTable::poll_max_rto`]): what arms the RTO timer.
+    pub fn poll_rto_ns(&mut self) -> u64 {
+        let (rto, all) = self.paths.poll_max_rto();
+        backoff(
+            self.rto_base_of(rto, all),
+            self.rto_backoff,
+            self.cfg.path.rto_max_ns,
+        )
+    }
+
     /// Returns the next sequence number this end will send.
     pub fn snd_nxt(&self) -> u64 {
         self.snd_nxt
@@ -2712,7 +2723,7 @@ impl Conn {
         }
         if self.rto_deadline.is_none() || self.persist {
             self.persist = false;
-            self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+            self.rto_deadline = Some(now_ns.saturating_add(self.poll_rto_ns()));
         }
         Some(slot_transmit(&slot, seq, path, len, retransmit))
     }
@@ -2883,7 +2894,7 @@ impl Conn {
                 // Closed window and nothing outstanding: only a window probe can reopen it
                 // if the window update gets lost.
                 self.persist = true;
-                self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+                self.rto_deadline = Some(now_ns.saturating_add(self.poll_rto_ns()));
             }
             return Err(SendLimit::Rwnd);
         }
@@ -3392,7 +3403,7 @@ impl Conn {
             self.rto_backoff = 0;
             self.persist = false;
             self.rto_deadline = if self.snd_una < self.snd_nxt {
-                Some(now_ns.saturating_add(self.rto_ns()))
+                Some(now_ns.saturating_add(self.poll_rto_ns()))
             } else {
                 None
             };
@@ -3648,6 +3659,11 @@ impl Conn {
                 rto = rto.max(r);
             }
         }
+        self.rto_base_of(rto, all)
+    }
+
+    /// [`Conn::rto_base`] from the largest RTO of the paths not Failed and of all paths.
+    fn rto_base_of(&self, rto: u64, all: u64) -> u64 {
         let rto = if rto == 0 { all } else { rto };
         if rto == 0 {
             self.cfg
@@ -4184,7 +4200,7 @@ impl Conn {
             self.paths.on_rto(idx, now_ns);
         }
         self.rack_deadline = None;
-        self.rto_deadline = Some(now_ns.saturating_add(self.rto_ns()));
+        self.rto_deadline = Some(now_ns.saturating_add(self.poll_rto_ns()));
     }
 
     fn path_tick(&mut self, now_ns: u64) {

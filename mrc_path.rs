@@ -140,11 +140,11 @@
 //! A table holds the slots of its first [`PATH_CHUNK`] (10) paths inline, and the others in
 //! chunks of as many, allocated when a path is added to a chunk not yet present and freed
 //! when the chunk's last path is removed or the table goes ([`crate::mrc_slots`]). A slot
-//! holds the [`Path`] (344 bytes), its failure-detector deadline as last computed (8
-//! bytes, see [`PathTable::poll_timer_waiting`]) and what the table's user keeps beside it
-//! ([`PathTable::extra`]); the connection keeps its RACK and reorder state of the path
-//! there (48 bytes, `ConnPath` in `mrc_conn`), so a chunk of its slots is 4000 bytes, a
-//! 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
+//! holds the [`Path`] (344 bytes), its failure-detector deadline and RTO as last computed
+//! (16 bytes, see [`PathTable::poll_timer_waiting`] and [`PathTable::poll_max_rto`]) and
+//! what the table's user keeps beside it ([`PathTable::extra`]); the connection keeps its
+//! RACK and reorder state of the path there (48 bytes, `ConnPath` in `mrc_conn`), so a
+//! chunk of its slots is 4080 bytes, a 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
 //! one beyond [`MAX_PATHS`] is: [`PathTable::add`] returns `None`.
 //!
 //! The first chunk is inline because paths are looked up for every packet sent,
@@ -158,12 +158,12 @@
 //!
 //! | paths | before  | since             |
 //! |-------|---------|-------------------|
-//! | 1     | 162 208 | 67 912            |
-//! | 4     | 162 208 | 67 912            |
-//! | 16    | 162 208 | 71 912 (72 008)   |
-//! | 256   | 162 208 | 167 912 (170 312) |
+//! | 1     | 162 208 | 68 040            |
+//! | 4     | 162 208 | 68 040            |
+//! | 16    | 162 208 | 72 120 (72 136)   |
+//! | 256   | 162 208 | 170 040 (170 440) |
 //!
-//! Of `Conn`'s 67 912 bytes now, 40 KiB are the send ring and 4000 the inline slots. Looking
+//! Of `Conn`'s 68 040 bytes now, 40 KiB are the send ring and 4080 the inline slots. Looking
 //! up a path beyond the first chunk costs one more load (the chunk's pointer), and scans stop
 //! at the highest index in use as before ([`PathTable::index_end`]), skipping chunks not
 //! allocated.
@@ -179,7 +179,7 @@ use super::mrc_slots::Slots;
 pub const MAX_PATHS: usize = 256;
 
 /// Paths whose slots a [`PathTable`] allocates at a time: a chunk of a connection's slots,
-/// 400 bytes each with what the connection keeps beside the path, is 4000 bytes, which
+/// 408 bytes each with what the connection keeps beside the path, is 4080 bytes, which
 /// fills most of a 4 KiB kmalloc object (16 slots, 6272 bytes, would take 8 KiB). See
 /// "Memory" in the module docs; the connection checks at build time that its chunks fit.
 pub const PATH_CHUNK: usize = 10;
@@ -976,6 +976,7 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         deadline_key: _,
         stale: _,
         earliest_kept: _,
+        rto_stale: _,
     } = t;
 }
 
@@ -990,6 +991,9 @@ struct Slot<X> {
     /// The path's failure-detector deadline ([`PathTable::deadline`]) as of the table's
     /// `deadline_key`, unless the table lists the path as `stale`.
     deadline: u64,
+    /// The path's RTO ([`PathTable::rto_ns`]), unless the table lists the path in
+    /// `rto_stale`.
+    rto: u64,
 }
 
 /// The paths of one connection, each with a value of type `X` that the user of the table
@@ -1019,6 +1023,8 @@ pub struct PathTable<X = ()> {
     stale: PathSet,
     /// The earliest of the deadlines kept ([`NEVER`] if none), unless it must be looked for.
     earliest_kept: Option<u64>,
+    /// Paths changed since their RTO was kept.
+    rto_stale: PathSet,
 }
 
 /// What a path's failure-detector deadline depends on beside the path and the
@@ -1074,6 +1080,7 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).deadline_key).write(None);
             addr_of_mut!((*p).stale).write(PathSet::EMPTY);
             addr_of_mut!((*p).earliest_kept).write(None);
+            addr_of_mut!((*p).rto_stale).write(PathSet::EMPTY);
             slot.assume_init_mut()
         }
     }
@@ -1120,9 +1127,11 @@ impl<X> PathTable<X> {
             path: Path::new(now_ns, ids, backup, &cfg),
             extra: X::default(),
             deadline: NEVER,
+            rto: 0,
         };
         self.slots.insert(idx, slot).ok()?;
         self.stale.insert(idx);
+        self.rto_stale.insert(idx);
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
         self.earn_probe_credit(cfg.data_per_idle_probe);
@@ -1258,9 +1267,11 @@ impl<X> PathTable<X> {
     }
 
     #[inline]
-    /// Returns path `idx` to change it; its deadline is computed again when next needed.
+    /// Returns path `idx` to change it; its deadline and RTO are computed again when next
+    /// needed.
     fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
         self.stale.insert(idx);
+        self.rto_stale.insert(idx);
         self.slots.get_mut(idx).map(|s| &mut s.path)
     }
 
@@ -1364,6 +1375,32 @@ impl<X> PathTable<X> {
             .saturating_add(var.saturating_mul(4).max(RTO_GRANULARITY_NS))
             .max(p.rtt.peak_timeout());
         Some(clamp_lo_hi(rto, self.cfg.rto_min_ns, self.cfg.rto_max_ns))
+    }
+
+    /// Returns the largest RTO ([`PathTable::rto_ns`]) of the paths that are not Failed and
+    /// the largest of all paths, 0 where there is none, from the RTOs kept in the slots: the
+    /// connection asks on every acknowledgement that moves its RTO timer, while one changes
+    /// a path or a few.
+    pub fn poll_max_rto(&mut self) -> (u64, u64) {
+        let stale = core::mem::replace(&mut self.rto_stale, PathSet::EMPTY);
+        for idx in stale.iter() {
+            let Some(r) = self.rto_ns(idx) else {
+                continue;
+            };
+            if let Some(s) = self.slots.get_mut(idx) {
+                s.rto = r;
+            }
+        }
+        self.slots
+            .iter(self.end)
+            .fold((0, 0), |(live, all), (_, s)| {
+                let live = if s.path.state == PathState::Failed {
+                    live
+                } else {
+                    live.max(s.rto)
+                };
+                (live, all.max(s.rto))
+            })
     }
 
     /// Returns how long a probe of this path may stay unanswered before it counts as missed.

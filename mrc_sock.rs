@@ -50,7 +50,7 @@
 //! A connection is one vmalloc'ed `Session` (the core, `Conn`, and the
 //! glue's buffers) plus what it keeps per path beyond its first few: the
 //! core's path slots, the first 10 inline and the rest in kmalloc'ed chunks
-//! of 10 paths (4000 bytes each, see "Memory" in `mrc_path`), and the
+//! of 10 paths (4080 bytes each, see "Memory" in `mrc_path`), and the
 //! glue's entries ([`PathGlue`]: addressing, the shared record of the
 //! network path, reported state, announcement), the first [`GLUE_CHUNK`]
 //! (14) inline and the rest in chunks of as many (1008 bytes each). Chunks
@@ -66,12 +66,12 @@
 //!
 //! | paths | before            | since             |
 //! |-------|-------------------|-------------------|
-//! | 1     | 205 616 (208 896) | 94 808 (98 304)   |
-//! | 4     | 205 616 (208 896) | 94 808 (98 304)   |
-//! | 16    | 205 616 (208 896) | 99 816 (103 424)  |
-//! | 256   | 205 616 (208 896) | 212 952 (219 136) |
+//! | 1     | 205 616 (208 896) | 94 936 (98 304)   |
+//! | 4     | 205 616 (208 896) | 94 936 (98 304)   |
+//! | 16    | 205 616 (208 896) | 100 024 (103 424) |
+//! | 256   | 205 616 (208 896) | 215 080 (219 136) |
 //!
-//! The `Session` is 94 808 bytes (was 205 616), 67 912 of them the core
+//! The `Session` is 94 936 bytes (was 205 616), 68 040 of them the core
 //! (was 162 208). With all 256 paths a connection costs a few percent more
 //! than before, the price of the chunks' pointers and of their rounding.
 

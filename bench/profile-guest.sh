@@ -7,6 +7,8 @@
 # CPU for SECONDS of it, then the hottest symbols with their callers.
 #
 # Usage: profile-guest.sh KO PROTO SECONDS MRC_PERF
+# MRC_PARAMS: insmod parameters; MRC_SET: namespace tunables (NAME=VALUE of
+# `mrc-status param set`, ','-separated), set in both namespaces.
 set -euo pipefail
 ko=$1 proto=$2 secs=$3 perf_bin=$4
 cli=mrcp-c srv=mrcp-s data=/tmp/mrc-profile.data
@@ -29,6 +31,15 @@ for ns in "$cli" "$srv"; do
 	ip netns exec "$ns" sh -c 'for q in /sys/class/net/u0/queues/rx-*/rps_cpus; do echo "$1" >"$q"; done' sh "$mask"
 done
 [ "$proto" != mptcp ] || ip netns exec "$srv" sysctl -qw net.mptcp.enabled=1
+sets=${MRC_SET:-}
+if [ "$proto" = mrc ]; then
+	for ns in "$cli" "$srv"; do
+		# shellcheck disable=SC2086 # the settings are words
+		for setting in ${sets//,/ }; do
+			ip netns exec "$ns" "${perf_bin%/*}/mrc-status" param set "${setting%%=*}" "${setting#*=}" >/dev/null
+		done
+	done
+fi
 
 ip netns exec "$srv" "$perf_bin" server --proto "$proto" --port 5001 --json >/tmp/server.json 2>&1 &
 sleep 1

@@ -9,6 +9,8 @@
 #
 # Usage: bench/profile.sh [mrc|tcp|mptcp|sctp] [SECONDS]   (mrc, 4)
 # MRC_PARAMS: parameters for insmod (e.g. "gso=1").
+# MRC_SET: namespace tunables set in both namespaces (NAME=VALUE of
+#   `mrc-status param set`, ','-separated, e.g. "ev_per_plane=255").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -31,6 +33,6 @@ command -v perf >/dev/null || { echo "perf is missing: apt-get install linux-per
 scripts/setup.sh release
 ko=$(build_release_module)
 make -s -C "$top" tools
-exec scripts/vm.sh --flavor release env MRC_PARAMS="${MRC_PARAMS:-}" \
+exec scripts/vm.sh --flavor release env MRC_PARAMS="${MRC_PARAMS:-}" MRC_SET="${MRC_SET:-}" \
 	"$top/bench/profile-guest.sh" "$ko" "$proto" "$secs" \
 	"$top/tools/target/release/mrc-perf"

@@ -443,6 +443,12 @@ impl Peer {
             computed,
             "{name}: kept deadlines disagree with computed ones"
         );
+        let computed = self.conn.rto_ns();
+        assert_eq!(
+            self.conn.poll_rto_ns(),
+            computed,
+            "{name}: kept RTOs disagree with computed ones"
+        );
         let c = &self.conn;
         let (una, nxt, rcv) = (c.snd_una(), c.snd_nxt(), c.rcv_nxt());
         assert!(nxt < SEQ_LIMIT, "{name}: snd_nxt {nxt} reached SEQ_LIMIT");

@@ -112,11 +112,13 @@ fn path_is_small() {
     assert!(size <= 344, "Path is {size} bytes");
     // The table holds the slots of its first `PATH_CHUNK` paths and the others in chunks
     // allocated as paths are added (88 176 B with every slot inline): beside those, only the
-    // configuration, counters and a pointer per chunk.
+    // configuration, counters and a pointer per chunk. A slot keeps the path's deadline and
+    // RTO besides (16 B), and the table which of those are stale and the earliest deadline
+    // (88 B): 3752 B before, 3992 B since.
     let table = core::mem::size_of::<PathTable>();
     eprintln!("Path {size} B, PathTable {table} B");
     assert!(
-        table <= PATH_CHUNK * (size + 8) + 384,
+        table <= PATH_CHUNK * (size + 16) + 400,
         "PathTable is {table} bytes"
     );
 }

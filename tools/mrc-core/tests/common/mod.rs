@@ -1014,6 +1014,8 @@ impl Sim {
             self.nodes[i].conn.next_timeout(now),
             "node {i} at {now}"
         );
+        let rto = self.nodes[i].conn.rto_ns();
+        assert_eq!(self.nodes[i].conn.poll_rto_ns(), rto, "node {i} at {now}");
         if let Some(t) = next {
             let t = t.max(now);
             if self.nodes[i].timer_at != Some(t) {
