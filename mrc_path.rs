@@ -977,6 +977,7 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         stale: _,
         earliest_kept: _,
         rto_stale: _,
+        state_changes: _,
     } = t;
 }
 
@@ -1025,6 +1026,8 @@ pub struct PathTable<X = ()> {
     earliest_kept: Option<u64>,
     /// Paths changed since their RTO was kept.
     rto_stale: PathSet,
+    /// Paths added, removed or moved to another state so far ([`PathTable::state_changes`]).
+    state_changes: u64,
 }
 
 /// What a path's failure-detector deadline depends on beside the path and the
@@ -1081,6 +1084,7 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).stale).write(PathSet::EMPTY);
             addr_of_mut!((*p).earliest_kept).write(None);
             addr_of_mut!((*p).rto_stale).write(PathSet::EMPTY);
+            addr_of_mut!((*p).state_changes).write(0);
             slot.assume_init_mut()
         }
     }
@@ -1132,6 +1136,7 @@ impl<X> PathTable<X> {
         self.slots.insert(idx, slot).ok()?;
         self.stale.insert(idx);
         self.rto_stale.insert(idx);
+        self.state_changes = self.state_changes.wrapping_add(1);
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
         self.earn_probe_credit(cfg.data_per_idle_probe);
@@ -1182,7 +1187,7 @@ impl<X> PathTable<X> {
         p.last_heard_ns = p.last_heard_ns.max(now_ns);
         let tr = p.set_state(now_ns, PathState::Active, StateReason::ProbeAnswered);
         self.take_recent_peaks(idx);
-        tr
+        self.counted(tr)
     }
 
     /// A path that joins the running connection (its validation just succeeded) has seen
@@ -1253,6 +1258,7 @@ impl<X> PathTable<X> {
         }
         // Its deadline may have been the earliest.
         self.earliest_kept = None;
+        self.state_changes = self.state_changes.wrapping_add(1);
         self.len = self.len.saturating_sub(1);
         while self.end > 0 && self.slots.get(self.end - 1).is_none() {
             self.end -= 1;
@@ -1655,7 +1661,8 @@ impl<X> PathTable<X> {
         }
         p.consecutive_losses = p.consecutive_losses.saturating_add(1);
         if p.consecutive_losses >= cfg.loss_burst.max(1) && active > usize::from(cfg.min_active) {
-            return p.set_state(now_ns, PathState::Suspect, StateReason::LossBurst);
+            let tr = p.set_state(now_ns, PathState::Suspect, StateReason::LossBurst);
+            return self.counted(tr);
         }
         None
     }
@@ -1752,7 +1759,7 @@ impl<X> PathTable<X> {
         if joins {
             self.take_recent_peaks(idx);
         }
-        tr
+        self.counted(tr)
     }
 
     /// Reports that a packet could not be sent on a path at all: the host has no route to
@@ -1767,7 +1774,22 @@ impl<X> PathTable<X> {
         if p.state == PathState::Failed {
             return None;
         }
-        p.set_state(now_ns, PathState::Failed, StateReason::LocalDown)
+        let tr = p.set_state(now_ns, PathState::Failed, StateReason::LocalDown);
+        self.counted(tr)
+    }
+
+    /// Counts `tr` among the [`PathTable::state_changes`], if it is one.
+    fn counted(&mut self, tr: Option<Transition>) -> Option<Transition> {
+        if tr.is_some() {
+            self.state_changes = self.state_changes.wrapping_add(1);
+        }
+        tr
+    }
+
+    /// Returns a number that changes whenever a path is added or removed or changes state
+    /// (it wraps): whoever reports the paths' states need not look at them while it stays.
+    pub fn state_changes(&self) -> u64 {
+        self.state_changes
     }
 
     /// Returns when the path next needs the failure detector's attention.
@@ -1953,6 +1975,8 @@ impl<X> PathTable<X> {
                 }
             }
         }
+        let changed = u64::try_from(out.changed.len()).unwrap_or(u64::MAX);
+        self.state_changes = self.state_changes.wrapping_add(changed);
         out
     }
 

@@ -240,6 +240,9 @@ struct Session {
     ev_per_plane: u16,
     /// A path was added or removed since the last announcement.
     paths_changed: bool,
+    /// The core's [`crate::mrc_path::PathTable::state_changes`] when the paths' states were
+    /// last reported.
+    reported_changes: u64,
     txbuf: [u8; MAX_DGRAM as usize],
 }
 
@@ -436,6 +439,7 @@ fn session_fields_are_initialised(s: &Session) {
         locals: _,
         ev_per_plane: _,
         paths_changed: _,
+        reported_changes: _,
         txbuf: _,
     } = s;
 }
@@ -500,6 +504,8 @@ impl Session {
             core::ptr::addr_of_mut!((*p).locals).write(locals);
             core::ptr::addr_of_mut!((*p).ev_per_plane).write(ev_per_plane);
             core::ptr::addr_of_mut!((*p).paths_changed).write(false);
+            // Not a count the core has had: the first report looks.
+            core::ptr::addr_of_mut!((*p).reported_changes).write(u64::MAX);
             core::ptr::addr_of_mut!((*p).txbuf).write_bytes(0, 1);
             let mut s = b.assume_init();
             s.add_path(net, mrc_sys::now_ns(), first_path_ids(), path, false, None)?;
@@ -818,6 +824,12 @@ impl Session {
     /// Sends a netlink event for every path whose state changed.
     fn report_paths(&mut self, sk: &Sock, now: u64) {
         self.announce_paths(sk, now);
+        // Called after every batch: with hundreds of paths, looking at each
+        // when none changed state cost more than the rest of the batch.
+        let changes = self.conn.paths().state_changes();
+        if core::mem::replace(&mut self.reported_changes, changes) == changes {
+            return;
+        }
         let sid = self.conn.session_id();
         for (i, p) in self.conn.paths().iter() {
             let Some(last) = self.paths.get_mut(i).map(|e| &mut e.state) else {

@@ -1563,3 +1563,50 @@ fn validation_credit_is_capped() {
     t.earn_validation_credit(u64::MAX);
     assert_eq!(t.validation_credit(), VALIDATION_CREDIT_MAX);
 }
+
+/// `state_changes` moves with every path added or removed and every change of state, by
+/// whatever moved it, and with nothing else: the glue reports the paths' states only when it
+/// moved.
+#[test]
+fn state_changes_count_what_the_glue_reports() {
+    let mut t = primed(3);
+    let mut seen = t.state_changes();
+    let mut moved = |t: &PathTable| {
+        let now = t.state_changes();
+        core::mem::replace(&mut seen, now) != now
+    };
+    // Traffic that changes no state.
+    t.on_sent(0, MS, MSS, false);
+    t.on_ack(0, 2 * MS, MSS, Some(100 * US), false);
+    assert!(t.next_timer(2 * MS).is_some());
+    assert!(!moved(&t));
+    // A send error fails the path at once; a second one changes nothing.
+    assert!(t.on_send_error(1, 3 * MS).is_some());
+    assert!(moved(&t));
+    assert!(t.on_send_error(1, 3 * MS).is_none());
+    assert!(!moved(&t));
+    // An answered probe makes it Active again.
+    t.on_probe_sent(1, 4 * MS, 7);
+    assert!(t.on_probe_ack(1, 4 * MS + 50 * US, 50 * US).is_some());
+    assert_eq!(t.get(1).map(|p| p.state()), Some(PathState::Active));
+    assert!(moved(&t));
+    // A probe that goes unanswered makes a path Suspect in a tick.
+    let now = t.next_timer(5 * MS).expect("a heartbeat is due");
+    let r = t.on_tick(now);
+    for i in r.probe.iter() {
+        t.on_probe_sent(i, now, 9);
+    }
+    assert!(!r.probe.is_empty());
+    assert!(!moved(&t));
+    let later = t.next_timer(now).expect("a probe times out");
+    let r = t.on_tick(later);
+    assert!(!r.changed.is_empty(), "{r:?}");
+    assert!(moved(&t));
+    // Paths added and removed.
+    assert_eq!(t.add(6 * MS, ids(7), false), Some(3));
+    assert!(moved(&t));
+    assert!(t.remove(3));
+    assert!(moved(&t));
+    assert!(!t.remove(3));
+    assert!(!moved(&t));
+}
