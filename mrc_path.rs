@@ -2106,6 +2106,22 @@ impl<X> PathTable<X> {
             .unwrap_or(u64::MAX)
     }
 
+    /// Returns a lower bound of [`PathTable::delivery_estimate`] of `bytes` on `p`, without
+    /// its divisions: with the default weight the estimate is at least the smoothed RTT, and
+    /// at least twice it when the window has no room for `bytes` (what is queued then takes
+    /// more than an RTT to drain); 0 with another weight.
+    fn delivery_floor(&self, p: &Path, bytes: u32) -> u64 {
+        if p.weight != WEIGHT_DEFAULT {
+            return 0;
+        }
+        let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
+        if p.has_room(bytes) {
+            srtt
+        } else {
+            srtt.saturating_mul(2)
+        }
+    }
+
     /// Returns when the paths accepted by `faster`, whose windows are full, would deliver
     /// `backlog` more bytes behind what they have in flight: their lowest smoothed RTT plus
     /// the time their windows, together, take to drain it all. `None` if no path is accepted.
@@ -2159,11 +2175,24 @@ impl<X> PathTable<X> {
     /// onto a backup.
     pub fn pick_path_backlog(&self, now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
         let eligible = self.data_paths();
-        let (cand, due) = self
-            .iter()
-            .filter(|(_, p)| eligible(p) && p.can_send(now_ns, bytes))
-            .map(|(i, p)| (i, self.delivery_estimate(p, bytes)))
-            .min_by_key(|&(i, d)| (d, i))?;
+        // The best path that may send, and the least that a path that may not would take
+        // to deliver: at least its smoothed RTT, and twice that if its window is full (see
+        // `delivery_floor`). With hundreds of paths, most packets then need no second pass
+        // over the paths that may not send.
+        let mut best: Option<(u64, PathIdx)> = None;
+        let mut floor = u64::MAX;
+        for (i, p) in self.iter().filter(|(_, p)| eligible(p)) {
+            if p.can_send(now_ns, bytes) {
+                let d = (self.delivery_estimate(p, bytes), i);
+                best = Some(best.map_or(d, |b| b.min(d)));
+            } else {
+                floor = floor.min(self.delivery_floor(p, bytes));
+            }
+        }
+        let (due, cand) = best?;
+        if floor >= due {
+            return Some(cand);
+        }
         let waiting = self.drain_estimate(backlog, |_, p| {
             eligible(p) && !p.can_send(now_ns, bytes) && self.delivery_estimate(p, bytes) < due
         });
