@@ -144,8 +144,9 @@
 //! (16 bytes, see [`PathTable::poll_timer_waiting`] and [`PathTable::poll_max_rto`]) and
 //! what the table's user keeps beside it ([`PathTable::extra`]); the connection keeps its
 //! RACK and reorder state of the path there (48 bytes, `ConnPath` in `mrc_conn`), so a
-//! chunk of its slots is 4080 bytes, a 4 KiB kmalloc object. A path that cannot get the memory of a new chunk is refused, as
-//! one beyond [`MAX_PATHS`] is: [`PathTable::add`] returns `None`.
+//! chunk of its slots is 4080 bytes, a 4 KiB kmalloc object. A path that cannot get the
+//! memory of a new chunk is refused, as one beyond [`MAX_PATHS`] is: [`PathTable::add`]
+//! returns `None`.
 //!
 //! The first chunk is inline because paths are looked up for every packet sent,
 //! acknowledged or examined for loss: with every chunk allocated, that lookup's extra load
@@ -1272,9 +1273,9 @@ impl<X> PathTable<X> {
         self.slots.get(idx).map(|s| &s.path)
     }
 
-    #[inline]
     /// Returns path `idx` to change it; its deadline and RTO are computed again when next
     /// needed.
+    #[inline]
     fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
         self.stale.insert(idx);
         self.rto_stale.insert(idx);
