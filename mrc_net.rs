@@ -824,6 +824,11 @@ impl MrcNet {
             .clamp(1, 256) as u16
     }
 
+    /// Counts a packet that could not be sent for want of its contents.
+    pub(crate) fn count_tx_error(&self) {
+        self.stats.tx_errors.count(1);
+    }
+
     /// Counts a DATA or FIN packet sent again.
     pub(crate) fn count_retransmit(&self) {
         self.stats.tx_retransmits.count(1);

@@ -227,6 +227,9 @@ struct Session {
     msgs: [Option<MsgBuf>; MSG_QUEUE],
     /// Id of the oldest message still in `msgs`.
     freed: u64,
+    /// [`Session::free_acked`] freed messages that [`drive`] has not yet
+    /// reported as room for writers.
+    freed_unreported: bool,
     /// Received DATA payloads not yet part of a complete message, by
     /// sequence number modulo [`WINDOW`].
     rx: [Option<SkBuff>; WINDOW],
@@ -434,6 +437,7 @@ fn session_fields_are_initialised(s: &Session) {
         conn: _,
         msgs: _,
         freed: _,
+        freed_unreported: _,
         rx: _,
         paths: _,
         locals: _,
@@ -446,17 +450,26 @@ fn session_fields_are_initialised(s: &Session) {
 
 impl Session {
     /// Frees the messages the peer has acknowledged, up to
-    /// [`Conn::acked_msgs`]; returns whether any were.
-    fn free_acked(&mut self) -> bool {
+    /// [`Conn::acked_msgs`], and notes it for [`Session::take_freed`].
+    fn free_acked(&mut self) {
         let acked = self.conn.acked_msgs();
-        let any = self.freed < acked;
+        if self.freed < acked {
+            self.freed_unreported = true;
+        }
         while self.freed < acked {
             if let Some(m) = self.msgs.get_mut((self.freed % MSG_QUEUE as u64) as usize) {
                 *m = None;
             }
             self.freed += 1;
         }
-        any
+    }
+
+    /// Whether messages were freed since the last call: writers waiting
+    /// for room may go on. Whichever call freed them (`drive`, or
+    /// `queue_message` making room for its own message), the wakeup is
+    /// given once.
+    fn take_freed(&mut self) -> bool {
+        core::mem::take(&mut self.freed_unreported)
     }
 
     /// Allocates a session with a fresh connection core, charged to the
@@ -494,6 +507,7 @@ impl Session {
                 msgs.add(i).write(None);
             }
             core::ptr::addr_of_mut!((*p).freed).write(0);
+            core::ptr::addr_of_mut!((*p).freed_unreported).write(false);
             let rx = core::ptr::addr_of_mut!((*p).rx).cast::<Option<SkBuff>>();
             for i in 0..WINDOW {
                 rx.add(i).write(None);
@@ -766,6 +780,11 @@ impl Session {
             .get((d.msg_id % MSG_QUEUE as u64) as usize)
             .and_then(|m| m.as_ref())
         else {
+            // The core sends only messages it has not seen acknowledged,
+            // and their bytes are kept until it has: a hole here is a bug,
+            // and the receiver would wait for these bytes until it fails.
+            net.count_tx_error();
+            mrc_sys::warn_on_once!(true, "DATA of a message whose bytes are gone");
             return;
         };
         let planned = &self.txbuf;
@@ -973,7 +992,8 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
                 }
             }
         }
-        if s.free_acked() {
+        s.free_acked();
+        if s.take_freed() {
             after.writable = true;
         }
         while sent < MAX_TX_PER_DRIVE {

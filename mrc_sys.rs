@@ -1814,15 +1814,21 @@ impl IpAddr {
 /// one); returns `cond`. Any context.
 macro_rules! warn_on_once {
     ($cond:expr, $msg:literal) => {{
-        static WARNED: AtomicBool = AtomicBool::new(false);
+        static WARNED: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
         let cond: bool = $cond;
-        if cond && !WARNED.swap(true, Ordering::Relaxed) {
-            // SAFETY: the message is a static C string; `WARN` may be used in
-            // any context.
-            unsafe { bindings::mrc_warn(kernel::c_str!($msg).as_char_ptr()) };
+        if cond && !WARNED.swap(true, core::sync::atomic::Ordering::Relaxed) {
+            $crate::mrc_sys::warn(kernel::c_str!($msg));
         }
         cond
     }};
+}
+pub(crate) use warn_on_once;
+
+/// `WARN(1, msg)`: a warning with `msg` and a backtrace; see [`warn_on_once`].
+pub(crate) fn warn(msg: &CStr) {
+    // SAFETY: `msg` is a valid C string for the call; `WARN` may be used in
+    // any context.
+    unsafe { bindings::mrc_warn(msg.as_char_ptr()) };
 }
 
 // --- Sockets ----------------------------------------------------------------------

@@ -8,7 +8,9 @@
 #
 # Usage: profile-guest.sh KO PROTO SECONDS MRC_PERF
 # MRC_PARAMS: insmod parameters; MRC_SET: namespace tunables (NAME=VALUE of
-# `mrc-status param set`, ','-separated), set in both namespaces.
+# `mrc-status param set`, ','-separated), set in both namespaces. MODE:
+# throughput (the default) or latency (64-byte messages, each answered
+# before the next).
 set -euo pipefail
 ko=$1 proto=$2 secs=$3 perf_bin=$4
 cli=mrcp-c srv=mrcp-s data=/tmp/mrc-profile.data
@@ -41,10 +43,12 @@ if [ "$proto" = mrc ]; then
 	done
 fi
 
+mode_args=(--msg-size 16384)
+[ "${MODE:-throughput}" != latency ] || mode_args=(--msg-size 64 --mode latency)
 ip netns exec "$srv" "$perf_bin" server --proto "$proto" --port 5001 --json >/tmp/server.json 2>&1 &
 sleep 1
 ip netns exec "$cli" "$perf_bin" client --proto "$proto" --addr 10.81.0.2 --port 5001 \
-	--duration $((secs + 3)) --msg-size 16384 --json >/tmp/client.json 2>&1 &
+	--duration $((secs + 3)) "${mode_args[@]}" --json >/tmp/client.json 2>&1 &
 client=$!
 sleep 1.5
 if [ "$proto" = mrc ]; then
@@ -58,6 +62,11 @@ fi
 wait "$client" || echo "the client failed: $(tail -n 2 /tmp/client.json)"
 echo "goodput of the whole transfer (perf ran for part of it):" \
 	"$(grep -o '"goodput_mbps":[0-9.]*' /tmp/client.json | head -n 1 | cut -d: -f2) Mbit/s"
+if [ "${MODE:-throughput}" = latency ]; then
+	echo "round trips of the whole run (perf ran for part of it):" \
+		"$(grep -o '"msgs":[0-9]*' /tmp/client.json | head -n 1 | cut -d: -f2)," \
+		"p50 $(grep -o '"p50":[0-9.]*' /tmp/client.json | head -n 1 | cut -d: -f2) us"
+fi
 if [ "$proto" = mrc ]; then
 	echo "== /proc/net/mrc of the receiving namespace, then the sending one"
 	ip netns exec "$srv" cat /proc/net/mrc
@@ -98,8 +107,8 @@ echo "== hottest symbols (self time, share of all CPU samples), with callers"
 perf report -i "$data" --no-children --sort sym --stdio -g caller,0.5,callee --percent-limit 0.5 2>/dev/null |
 	grep -v '^#' | grep -v '^$' | resolve | head -n 150 || true
 echo "== kernel and user symbols (self time, share of all CPU samples, no callers)"
-perf report -i "$data" --no-children --sort dso,sym --stdio -g none --percent-limit 0.3 2>/dev/null |
-	grep "%" | resolve | head -n 45 || true
+perf report -i "$data" --no-children --sort dso,sym --stdio -g none --percent-limit 0.1 2>/dev/null |
+	grep "%" | resolve | head -n 80 || true
 echo "== module functions (self time, share of the busy CPU samples: all but the idle loop)"
 # Each sample's own address, matched to the [mrc] symbol at or below it.
 perf script -i "$data" -F ip,sym -G 2>/dev/null | awk '

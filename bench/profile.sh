@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make profile`: where the CPU time of one bulk transfer over an unshaped
-# veth goes, both ends on the release test kernel's two CPUs. Builds mrc.ko
+# `make profile`: where the CPU time of one bulk transfer (or, with
+# MODE=latency, of 64-byte round trips) over an unshaped veth goes, both ends on the release test kernel's two CPUs. Builds mrc.ko
 # for that kernel and the tools, then runs bench/profile-guest.sh in the VM:
 # perf samples every CPU (cpu-clock, call graphs) for part of the transfer
 # and prints the hottest symbols, the module's resolved from /proc/kallsyms.
@@ -11,6 +11,9 @@
 # MRC_PARAMS: parameters for insmod (e.g. "gso=1").
 # MRC_SET: namespace tunables set in both namespaces (NAME=VALUE of
 #   `mrc-status param set`, ','-separated, e.g. "ev_per_plane=255").
+# MODE: throughput (16 KiB messages, the default) or latency (64-byte
+#   messages, each answered before the next is sent, as the bench's round
+#   trip).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -24,6 +27,11 @@ case $proto in mrc | tcp | mptcp | sctp) ;; *)
 	exit 2
 	;;
 esac
+case ${MODE:=throughput} in throughput | latency) ;; *)
+	echo "MODE must be throughput or latency" >&2
+	exit 2
+	;;
+esac
 case $secs in '' | *[!0-9]*)
 	echo "SECONDS must be a whole number" >&2
 	exit 2
@@ -33,6 +41,6 @@ command -v perf >/dev/null || { echo "perf is missing: apt-get install linux-per
 scripts/setup.sh release
 ko=$(build_release_module)
 make -s -C "$top" tools
-exec scripts/vm.sh --flavor release env MRC_PARAMS="${MRC_PARAMS:-}" MRC_SET="${MRC_SET:-}" \
+exec scripts/vm.sh --flavor release env MRC_PARAMS="${MRC_PARAMS:-}" MRC_SET="${MRC_SET:-}" MODE="$MODE" \
 	"$top/bench/profile-guest.sh" "$ko" "$proto" "$secs" \
 	"$top/tools/target/release/mrc-perf"
