@@ -174,21 +174,15 @@ impl<T, const CHUNK: usize, const DIR: usize> Slots<T, CHUNK, DIR> {
     }
 
     /// Iterates over `(index, entry)` for the entries below `end`, in ascending index order.
-    pub fn iter(&self, end: usize) -> impl Iterator<Item = (usize, &T)> + '_ {
-        let head = self.head.get(..end.min(CHUNK)).unwrap_or(&[]);
-        let chunks = end.saturating_sub(CHUNK).div_ceil(CHUNK).min(DIR);
-        let rest = self.dir.get(..chunks).unwrap_or(&[]);
-        head.iter()
-            .enumerate()
-            .filter_map(|(k, e)| Some((k, e.as_ref()?)))
-            .chain(rest.iter().enumerate().flat_map(move |(c, chunk)| {
-                let base = (c + 1) * CHUNK;
-                let n = end.saturating_sub(base).min(CHUNK);
-                let used = chunk.as_deref().and_then(|a| a.get(..n)).unwrap_or(&[]);
-                used.iter()
-                    .enumerate()
-                    .filter_map(move |(k, e)| Some((base + k, e.as_ref()?)))
-            }))
+    pub fn iter(&self, end: usize) -> SlotsIter<'_, T, CHUNK, DIR> {
+        SlotsIter {
+            slots: self,
+            cur: self.head.get(..end.min(CHUNK)).unwrap_or(&[]),
+            base: 0,
+            k: 0,
+            chunk: 0,
+            end,
+        }
     }
 
     /// Iterates mutably over `(index, entry)` for the entries below `end`, in ascending
@@ -222,5 +216,55 @@ impl<T, const CHUNK: usize, const DIR: usize> Slots<T, CHUNK, DIR> {
     /// size).
     pub fn heap_bytes(&self) -> usize {
         self.chunks() * Self::CHUNK_BYTES
+    }
+}
+
+/// The iterator of [`Slots::iter`]: the occupied slots below `end`, a chunk at a time.
+///
+/// A plain cursor rather than a chain of iterator adapters: the path table runs it over
+/// every path for nearly every packet, where the adapters' state machine cost more than
+/// the work done per path.
+pub struct SlotsIter<'a, T, const CHUNK: usize, const DIR: usize> {
+    slots: &'a Slots<T, CHUNK, DIR>,
+    /// The slots of the current chunk below `end`.
+    cur: &'a [Option<T>],
+    /// Index of `cur[0]`.
+    base: usize,
+    /// Next position in `cur`.
+    k: usize,
+    /// Next chunk of `dir` to visit.
+    chunk: usize,
+    end: usize,
+}
+
+impl<'a, T, const CHUNK: usize, const DIR: usize> Iterator for SlotsIter<'a, T, CHUNK, DIR> {
+    type Item = (usize, &'a T);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            while let Some(slot) = self.cur.get(self.k) {
+                let i = self.base + self.k;
+                self.k += 1;
+                if let Some(v) = slot {
+                    return Some((i, v));
+                }
+            }
+            let base = (self.chunk + 1) * CHUNK;
+            if base >= self.end || self.chunk >= DIR {
+                return None;
+            }
+            let n = (self.end - base).min(CHUNK);
+            self.cur = self
+                .slots
+                .dir
+                .get(self.chunk)
+                .and_then(|c| c.as_deref())
+                .and_then(|a| a.get(..n))
+                .unwrap_or(&[]);
+            self.base = base;
+            self.k = 0;
+            self.chunk += 1;
+        }
     }
 }

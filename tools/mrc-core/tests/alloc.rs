@@ -195,4 +195,9 @@ fn slots_retain_and_iterate() {
     assert!(s.insert(14, 7).is_ok());
     mrc_alloc::fail_after(usize::MAX);
     assert_eq!(s.iter(16).map(|(i, _)| i).collect::<Vec<_>>(), [0, 14, 15]);
+    // The end may fall inside a chunk, before the first, or past the last.
+    assert_eq!(s.iter(15).map(|(i, _)| i).collect::<Vec<_>>(), [0, 14]);
+    assert_eq!(s.iter(0).count(), 0);
+    let all: Vec<usize> = s.iter(usize::MAX).map(|(i, _)| i).collect();
+    assert_eq!(all, [0, 14, 15]);
 }
