@@ -1826,8 +1826,9 @@ pub(crate) use warn_on_once;
 
 /// `WARN(1, msg)`: a warning with `msg` and a backtrace; see [`warn_on_once`].
 pub(crate) fn warn(msg: &CStr) {
-    // SAFETY: `msg` is a valid C string for the call; `WARN` may be used in
-    // any context.
+    // SAFETY: `msg` is a NUL-terminated string that outlives the call, and
+    // `mrc_warn` prints it as the argument of a "%s" format, so its bytes
+    // are never read as a format; `WARN` may be used in any context.
     unsafe { bindings::mrc_warn(msg.as_char_ptr()) };
 }
 

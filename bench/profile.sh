@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # `make profile`: where the CPU time of one bulk transfer (or, with
-# MODE=latency, of 64-byte round trips) over an unshaped veth goes, both ends on the release test kernel's two CPUs. Builds mrc.ko
-# for that kernel and the tools, then runs bench/profile-guest.sh in the VM:
+# MODE=latency, of 64-byte round trips) over an unshaped veth goes, both
+# ends on the release test kernel's two CPUs. Builds mrc.ko for that
+# kernel and the tools, then runs bench/profile-guest.sh in the VM:
 # perf samples every CPU (cpu-clock, call graphs) for part of the transfer
 # and prints the hottest symbols, the module's resolved from /proc/kallsyms.
 #

@@ -312,11 +312,11 @@ wait $flood
 wait $sink
 wait $sampler
 echo "# tiny flood read: $(grep -v 'no connection' "$tmp/tiny.log" | tail -n 1)"
-mrc_check "tiny flood: every message arrived once the reader read" "received $n ok" \
-	"$(tail -n 1 "$tmp/sink.out")"
-mrc_check "tiny flood: the sender sent them all" "sent $n" "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)"
-if [ "$(tail -n 1 "$tmp/sink.out")" != "received $n ok" ] ||
-	[ "$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)" != "sent $n" ]; then
+sink_end=$(tail -n 1 "$tmp/sink.out")
+flood_end=$(tail -n 1 "$tmp/flood.out" | cut -d' ' -f1-2)
+mrc_check "tiny flood: every message arrived once the reader read" "received $n ok" "$sink_end"
+mrc_check "tiny flood: the sender sent them all" "sent $n" "$flood_end"
+if [ "$sink_end" != "received $n ok" ] || [ "$flood_end" != "sent $n" ]; then
 	echo "# tiny flood failed: sink: $(tail -n 2 "$tmp/sink.out" | tr '\n' ' ')"
 	echo "# tiny flood failed: sender: $(tail -n 2 "$tmp/flood.out" | tr '\n' ' ')"
 	sed 's/^/# tiny flood: /' "$tmp/tiny.log"
