@@ -2907,8 +2907,8 @@ impl Conn {
         let bytes = wire_len(len);
         let path = self
             .paths
-            .pick_path_backlog(now_ns, bytes, backlog)
-            .ok_or_else(|| match self.paths.held_back(now_ns, bytes) {
+            .pick_path_or_why(now_ns, bytes, backlog)
+            .map_err(|why| match why {
                 HeldBack::NoPath => SendLimit::NoPath,
                 HeldBack::Window => SendLimit::Cwnd,
                 HeldBack::Pacing => SendLimit::Pacing,

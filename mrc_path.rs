@@ -903,6 +903,13 @@ impl PathSet {
         }
     }
 
+    /// Adds every index of `other`.
+    fn add_all(&mut self, other: &PathSet) {
+        for (w, o) in self.bits.iter_mut().zip(other.bits.iter()) {
+            *w |= o;
+        }
+    }
+
     /// Returns whether `idx` is in the set.
     pub fn contains(&self, idx: PathIdx) -> bool {
         self.bits
@@ -976,8 +983,11 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         validation_credit: _,
         deadline_key: _,
         stale: _,
+        keyed: _,
         earliest_kept: _,
         rto_stale: _,
+        max_rto_kept: _,
+        busy_paths: _,
         state_changes: _,
     } = t;
 }
@@ -1023,10 +1033,18 @@ pub struct PathTable<X = ()> {
     deadline_key: Option<DeadlineKey>,
     /// Paths changed since their deadline was kept ([`PathTable::get_mut`]).
     stale: PathSet,
+    /// Paths whose kept deadline depends on the `deadline_key` (see
+    /// [`PathTable::deadline_keyed`]): those to compute again when it changes.
+    keyed: PathSet,
     /// The earliest of the deadlines kept ([`NEVER`] if none), unless it must be looked for.
     earliest_kept: Option<u64>,
     /// Paths changed since their RTO was kept.
     rto_stale: PathSet,
+    /// The largest RTO kept of the paths that are not Failed and of all paths, unless they
+    /// must be looked for ([`PathTable::poll_max_rto`]).
+    max_rto_kept: Option<(u64, u64)>,
+    /// Paths with bytes in flight.
+    busy_paths: u32,
     /// Paths added, removed or moved to another state so far ([`PathTable::state_changes`]).
     state_changes: u64,
 }
@@ -1083,8 +1101,11 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).validation_credit).write(0);
             addr_of_mut!((*p).deadline_key).write(None);
             addr_of_mut!((*p).stale).write(PathSet::EMPTY);
+            addr_of_mut!((*p).keyed).write(PathSet::EMPTY);
             addr_of_mut!((*p).earliest_kept).write(None);
             addr_of_mut!((*p).rto_stale).write(PathSet::EMPTY);
+            addr_of_mut!((*p).max_rto_kept).write(None);
+            addr_of_mut!((*p).busy_paths).write(0);
             addr_of_mut!((*p).state_changes).write(0);
             slot.assume_init_mut()
         }
@@ -1254,11 +1275,16 @@ impl<X> PathTable<X> {
     /// Removes a path, and what was kept beside it; returns whether it was there. Its index
     /// may be reused. The memory of its slot is freed with the last path of its chunk.
     pub fn remove(&mut self, idx: PathIdx) -> bool {
-        if self.slots.take(idx).is_none() {
+        let Some(gone) = self.slots.take(idx) else {
             return false;
+        };
+        if gone.path.inflight > 0 {
+            self.busy_paths = self.busy_paths.saturating_sub(1);
         }
-        // Its deadline may have been the earliest.
+        self.keyed.remove(idx);
+        // Its deadline may have been the earliest, and its RTO the largest.
         self.earliest_kept = None;
+        self.max_rto_kept = None;
         self.state_changes = self.state_changes.wrapping_add(1);
         self.len = self.len.saturating_sub(1);
         while self.end > 0 && self.slots.get(self.end - 1).is_none() {
@@ -1387,27 +1413,49 @@ impl<X> PathTable<X> {
     /// Returns the largest RTO ([`PathTable::rto_ns`]) of the paths that are not Failed and
     /// the largest of all paths, 0 where there is none, from the RTOs kept in the slots: the
     /// connection asks on every acknowledgement that moves its RTO timer, while one changes
-    /// a path or a few.
+    /// a path or a few. The largest are kept as well, and looked for again only when the
+    /// path that had one got a smaller RTO or went.
     pub fn poll_max_rto(&mut self) -> (u64, u64) {
         let stale = core::mem::replace(&mut self.rto_stale, PathSet::EMPTY);
+        let mut kept = self.max_rto_kept;
         for idx in stale.iter() {
-            let Some(r) = self.rto_ns(idx) else {
+            let Some(p) = self.get(idx) else {
                 continue;
             };
-            if let Some(s) = self.slots.get_mut(idx) {
-                s.rto = r;
-            }
-        }
-        self.slots
-            .iter(self.end)
-            .fold((0, 0), |(live, all), (_, s)| {
-                let live = if s.path.state == PathState::Failed {
-                    live
+            let failed = p.state == PathState::Failed;
+            let Some(rto) = self.rto_ns(idx) else {
+                continue;
+            };
+            let live = if failed { 0 } else { rto };
+            let Some(s) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            let old = core::mem::replace(&mut s.rto, rto);
+            kept = kept.and_then(|(max_live, max_all)| {
+                // Whether the path counted as live before is not kept: an old RTO equal to
+                // the largest live one is taken for it, at worst a needless search.
+                let shrank = |new: u64, max: u64| old == max && new < max;
+                if shrank(rto, max_all) || shrank(live, max_live) {
+                    None
                 } else {
-                    live.max(s.rto)
-                };
-                (live, all.max(s.rto))
-            })
+                    Some((max_live.max(live), max_all.max(rto)))
+                }
+            });
+        }
+        let max = kept.unwrap_or_else(|| {
+            self.slots
+                .iter(self.end)
+                .fold((0, 0), |(live, all), (_, s)| {
+                    let live = if s.path.state == PathState::Failed {
+                        live
+                    } else {
+                        live.max(s.rto)
+                    };
+                    (live, all.max(s.rto))
+                })
+        });
+        self.max_rto_kept = Some(max);
+        max
     }
 
     /// Returns how long a probe of this path may stay unanswered before it counts as missed.
@@ -1456,6 +1504,7 @@ impl<X> PathTable<X> {
         if p.inflight == 0 && !p.released_unheard {
             p.inflight_since_ns = now_ns;
         }
+        let went_busy = p.inflight == 0 && bytes > 0;
         p.inflight = p.inflight.saturating_add(u64::from(bytes));
         p.last_send_ns = now_ns;
         if pacing {
@@ -1469,7 +1518,23 @@ impl<X> PathTable<X> {
             c.pkts_retx = c.pkts_retx.saturating_add(1);
         }
         p.cc.on_packet_sent(now_ns, bytes);
+        if went_busy {
+            self.busy_paths = self.busy_paths.saturating_add(1);
+        }
         self.earn_probe_credit(1);
+    }
+
+    /// Takes `bytes` off what is in flight on path `idx`, and counts the path out of those
+    /// with bytes in flight if that was the last of them.
+    fn take_inflight(&mut self, idx: PathIdx, bytes: u32) {
+        let Some(p) = self.get_mut(idx) else {
+            return;
+        };
+        let had = p.inflight > 0;
+        p.inflight = p.inflight.saturating_sub(u64::from(bytes));
+        if had && p.inflight == 0 {
+            self.busy_paths = self.busy_paths.saturating_sub(1);
+        }
     }
 
     /// Most credit the table holds: one heartbeat probe of every path.
@@ -1520,10 +1585,10 @@ impl<X> PathTable<X> {
         own: bool,
         ece: bool,
     ) {
+        self.take_inflight(idx, bytes);
         let Some(p) = self.get_mut(idx) else {
             return;
         };
-        p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         let rtt_ns = rtt_ns.map(|r| p.rtt.sample(now_ns, r, held_ns, own));
         p.last_ack_ns = now_ns;
         p.last_heard_ns = now_ns;
@@ -1627,8 +1692,8 @@ impl<X> PathTable<X> {
     /// it: a copy of the packet went on another path as well, and either may have arrived.
     /// Only the bytes in flight change.
     pub fn on_released(&mut self, idx: PathIdx, bytes: u32) {
+        self.take_inflight(idx, bytes);
         if let Some(p) = self.get_mut(idx) {
-            p.inflight = p.inflight.saturating_sub(u64::from(bytes));
             p.released_unheard = true;
         }
     }
@@ -1652,8 +1717,8 @@ impl<X> PathTable<X> {
     ) -> Option<Transition> {
         let active = self.paths_in_state(PathState::Active);
         let cfg = self.cfg;
+        self.take_inflight(idx, bytes);
         let p = self.get_mut(idx)?;
-        p.inflight = p.inflight.saturating_sub(u64::from(bytes));
         p.counters.bytes_lost = p.counters.bytes_lost.saturating_add(u64::from(bytes));
         p.counters.pkts_lost = p.counters.pkts_lost.saturating_add(1);
         p.cc.on_loss(now_ns, bytes);
@@ -1854,6 +1919,24 @@ impl<X> PathTable<X> {
         }
     }
 
+    /// Whether [`PathTable::deadline`] of `p` reads what its [`DeadlineKey`] holds: whether
+    /// the connection is busy or has data waiting, or what the probe and validation credits
+    /// pay for. Must follow `deadline`'s branches.
+    fn deadline_keyed(p: &Path) -> bool {
+        if p.probe_outstanding {
+            return false;
+        }
+        if !p.validated {
+            // Whether a probe is affordable.
+            return true;
+        }
+        match p.state {
+            PathState::Active => p.missed_probes == 0 && p.inflight == 0,
+            PathState::Suspect => false,
+            PathState::Failed => true,
+        }
+    }
+
     /// Runs the failure detector: counts missed probes and heartbeats, changes
     /// states and says which paths need a PROBE now.
     ///
@@ -1871,7 +1954,7 @@ impl<X> PathTable<X> {
     /// heartbeat of its idle Active paths still follows what is in flight.
     pub fn on_tick_waiting(&mut self, now_ns: u64, data_waiting: bool) -> TickResult {
         let mut out = TickResult::default();
-        let busy = self.busy();
+        let busy = self.poll_busy();
         let mut active = self.paths_in_state(PathState::Active);
         let min_active = usize::from(self.cfg.min_active);
         let threshold = self.cfg.miss_threshold.max(1);
@@ -2006,11 +2089,13 @@ impl<X> PathTable<X> {
     ///
     /// The glue asks after every batch of packets and every send, while a packet changes
     /// one path or a few: a path's deadline is computed again only once the path changed
-    /// ([`PathTable::get_mut`]) or what every deadline depends on did ([`DeadlineKey`], the
-    /// configuration). With hundreds of paths, computing them all each time was most of
-    /// what the connection did per packet.
+    /// ([`PathTable::get_mut`]), or what all deadlines share did ([`DeadlineKey`]) and the
+    /// path's deadline reads it ([`PathTable::deadline_keyed`]; every path after a change
+    /// of the configuration). With hundreds of paths, computing them all each time was most
+    /// of what the connection did per packet, and the key moves as the probe credit is
+    /// spent and earned.
     pub fn poll_timer_waiting(&mut self, now_ns: u64, data_waiting: bool) -> Option<u64> {
-        let busy = self.busy();
+        let busy = self.poll_busy();
         self.refresh_deadlines(busy, data_waiting);
         let t = match self.earliest_kept {
             Some(t) => t,
@@ -2033,6 +2118,12 @@ impl<X> PathTable<X> {
         self.iter().any(|(_, p)| p.inflight > 0)
     }
 
+    /// The same as [`PathTable::busy`], from the count of paths with bytes in flight: the
+    /// glue asks after every batch.
+    fn poll_busy(&self) -> bool {
+        self.busy_paths > 0
+    }
+
     /// What every path's deadline depends on now, beside the path and the configuration.
     fn deadline_key(&self, busy: bool, data_waiting: bool) -> DeadlineKey {
         DeadlineKey {
@@ -2047,19 +2138,34 @@ impl<X> PathTable<X> {
     /// with.
     fn refresh_deadlines(&mut self, busy: bool, data_waiting: bool) -> DeadlineKey {
         let key = self.deadline_key(busy, data_waiting);
-        if self.deadline_key != Some(key) {
-            self.deadline_key = Some(key);
-            self.earliest_kept = None;
-            for idx in 0..self.end {
-                self.stale.insert(idx);
+        match self.deadline_key {
+            Some(k) if k == key => {}
+            // Only the deadlines that read the key move with it.
+            Some(_) => self.stale.add_all(&self.keyed),
+            None => {
+                self.earliest_kept = None;
+                for idx in 0..self.end {
+                    self.stale.insert(idx);
+                }
             }
         }
+        self.deadline_key = Some(key);
         let stale = core::mem::replace(&mut self.stale, PathSet::EMPTY);
         let mut earliest = self.earliest_kept;
         for idx in stale.iter() {
-            let Some(d) = self.get(idx).map(|p| self.deadline(p, busy, data_waiting)) else {
+            let Some((d, keyed)) = self.get(idx).map(|p| {
+                (
+                    self.deadline(p, busy, data_waiting),
+                    Self::deadline_keyed(p),
+                )
+            }) else {
                 continue;
             };
+            if keyed {
+                self.keyed.insert(idx);
+            } else {
+                self.keyed.remove(idx);
+            }
             if let Some(s) = self.slots.get_mut(idx) {
                 let old = core::mem::replace(&mut s.deadline, d);
                 earliest = match earliest {
@@ -2107,16 +2213,16 @@ impl<X> PathTable<X> {
             .unwrap_or(u64::MAX)
     }
 
-    /// Returns a lower bound of [`PathTable::delivery_estimate`] of `bytes` on `p`, without
+    /// Returns a lower bound of [`PathTable::delivery_estimate`] of a packet on `p`, without
     /// its divisions: with the default weight the estimate is at least the smoothed RTT, and
-    /// at least twice it when the window has no room for `bytes` (what is queued then takes
-    /// more than an RTT to drain); 0 with another weight.
-    fn delivery_floor(&self, p: &Path, bytes: u32) -> u64 {
+    /// at least twice it when the window has no `room` for the packet (what is queued then
+    /// takes more than an RTT to drain); 0 with another weight.
+    fn delivery_floor(&self, p: &Path, room: bool) -> u64 {
         if p.weight != WEIGHT_DEFAULT {
             return 0;
         }
         let (srtt, _) = p.rtt.srtt_rttvar(self.cfg.initial_rtt_ns);
-        if p.has_room(bytes) {
+        if room {
             srtt
         } else {
             srtt.saturating_mul(2)
@@ -2175,6 +2281,19 @@ impl<X> PathTable<X> {
     /// that is Active but whose window is full makes the packet wait instead of spilling
     /// onto a backup.
     pub fn pick_path_backlog(&self, now_ns: u64, bytes: u32, backlog: u64) -> Option<PathIdx> {
+        self.pick_path_or_why(now_ns, bytes, backlog).ok()
+    }
+
+    /// [`PathTable::pick_path_backlog`], or why it found no path: what
+    /// [`PathTable::held_back`] returns then, from the same pass over the paths. With
+    /// hundreds of paths whose windows are full, a second pass to tell why cost as much as
+    /// the choice.
+    pub fn pick_path_or_why(
+        &self,
+        now_ns: u64,
+        bytes: u32,
+        backlog: u64,
+    ) -> Result<PathIdx, HeldBack> {
         let eligible = self.data_paths();
         // The best path that may send, and the least that a path that may not would take
         // to deliver: at least its smoothed RTT, and twice that if its window is full (see
@@ -2182,24 +2301,36 @@ impl<X> PathTable<X> {
         // over the paths that may not send.
         let mut best: Option<(u64, PathIdx)> = None;
         let mut floor = u64::MAX;
+        let mut why = HeldBack::NoPath;
         for (i, p) in self.iter().filter(|(_, p)| eligible(p)) {
-            if p.can_send(now_ns, bytes) {
+            let room = p.has_room(bytes);
+            if room && p.pace_ns <= now_ns {
                 let d = (self.delivery_estimate(p, bytes), i);
                 best = Some(best.map_or(d, |b| b.min(d)));
-            } else {
-                floor = floor.min(self.delivery_floor(p, bytes));
+                continue;
+            }
+            floor = floor.min(self.delivery_floor(p, room));
+            if room {
+                why = HeldBack::Pacing;
+            } else if why == HeldBack::NoPath {
+                why = HeldBack::Window;
             }
         }
-        let (due, cand) = best?;
+        let (due, cand) = best.ok_or(why)?;
         if floor >= due {
-            return Some(cand);
+            return Ok(cand);
         }
         let waiting = self.drain_estimate(backlog, |_, p| {
-            eligible(p) && !p.can_send(now_ns, bytes) && self.delivery_estimate(p, bytes) < due
+            if !eligible(p) || p.can_send(now_ns, bytes) {
+                return false;
+            }
+            // The floor first: it needs no division, and rules out most paths.
+            self.delivery_floor(p, p.has_room(bytes)) < due
+                && self.delivery_estimate(p, bytes) < due
         });
         match waiting {
-            Some(t) if t < due => None,
-            _ => Some(cand),
+            Some(t) if t < due => Err(HeldBack::Waiting),
+            _ => Ok(cand),
         }
     }
 

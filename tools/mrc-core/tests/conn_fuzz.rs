@@ -449,6 +449,17 @@ impl Peer {
             computed,
             "{name}: kept RTOs disagree with computed ones"
         );
+        // The choice of a path says why it found none as a pass of its own would.
+        let paths = self.conn.paths();
+        for bytes in [64, 1500] {
+            for backlog in [u64::from(bytes), 1 << 20, u64::MAX] {
+                let told = paths.pick_path_or_why(now, bytes, backlog);
+                let looked = paths
+                    .pick_path_backlog(now, bytes, backlog)
+                    .ok_or_else(|| paths.held_back(now, bytes));
+                assert_eq!(told, looked, "{name}: path choice, {bytes} B, {backlog}");
+            }
+        }
         let c = &self.conn;
         let (una, nxt, rcv) = (c.snd_una(), c.snd_nxt(), c.rcv_nxt());
         assert!(nxt < SEQ_LIMIT, "{name}: snd_nxt {nxt} reached SEQ_LIMIT");
