@@ -2907,7 +2907,7 @@ impl Conn {
         let bytes = wire_len(len);
         let path = self
             .paths
-            .pick_path_or_why(now_ns, bytes, backlog)
+            .poll_pick_path(now_ns, bytes, backlog)
             .map_err(|why| match why {
                 HeldBack::NoPath => SendLimit::NoPath,
                 HeldBack::Window => SendLimit::Cwnd,

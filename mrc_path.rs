@@ -288,6 +288,10 @@ const NEVER: u64 = u64::MAX;
 /// Fixed-point shift of the window drain rates the scheduler sums (bytes per nanosecond).
 const RATE_SHIFT: u32 = 20;
 
+/// Paths up to which [`PathTable::poll_pick_path`] looks at every path for every packet: a
+/// pass over a few paths costs less than keeping what the pass found.
+const PICK_SCAN_PATHS: usize = 16;
+
 /// Index of a path in a [`PathTable`], below [`MAX_PATHS`].
 pub type PathIdx = usize;
 
@@ -903,6 +907,15 @@ impl PathSet {
         }
     }
 
+    /// The indices of `self` that are not in `other`.
+    fn without(&self, other: &PathSet) -> PathSet {
+        let mut out = *self;
+        for (w, o) in out.bits.iter_mut().zip(other.bits.iter()) {
+            *w &= !o;
+        }
+        out
+    }
+
     /// Adds every index of `other`.
     fn add_all(&mut self, other: &PathSet) {
         for (w, o) in self.bits.iter_mut().zip(other.bits.iter()) {
@@ -959,6 +972,46 @@ impl Iterator for PathSetIter {
     }
 }
 
+/// What the choice of a path for new data keeps between packets
+/// ([`PathTable::poll_pick_path`]).
+///
+/// Every path that may carry data was sorted, as of the last *settling* pass, into those that
+/// may send (of which only the best is kept), those whose window was full, and those that
+/// only their pacing held back. These last, and every path that changed since, are
+/// *unsettled*: looked at in full on every call. The others need not be: a path that may
+/// send keeps its expected delivery and stays able to send until it changes, and one whose
+/// window is full stays so.
+#[derive(Clone, Copy, Debug)]
+struct PickKept {
+    /// Whether the rest holds, for packets of `bytes` from `at` on while `primary` holds.
+    valid: bool,
+    bytes: u32,
+    at: u64,
+    /// Whether an Active non-backup path existed: which paths may carry data.
+    primary: bool,
+    /// Paths changed since the settling pass, and those that pacing held back then.
+    unsettled: PathSet,
+    /// The earliest expected delivery of a settled path that may send, and the path.
+    best: Option<(u64, PathIdx)>,
+    /// Settled paths whose window had no room.
+    full: PathSet,
+    /// The least [`PathTable::delivery_floor`] of those, as of the settling pass.
+    floor: u64,
+}
+
+impl PickKept {
+    const NONE: PickKept = PickKept {
+        valid: false,
+        bytes: 0,
+        at: 0,
+        primary: false,
+        unsettled: PathSet::EMPTY,
+        best: None,
+        full: PathSet::EMPTY,
+        floor: u64::MAX,
+    };
+}
+
 /// What [`PathTable::on_tick`] asks of the glue.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TickResult {
@@ -988,6 +1041,7 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         rto_stale: _,
         max_rto_kept: _,
         busy_paths: _,
+        pick: _,
         state_changes: _,
     } = t;
 }
@@ -1045,6 +1099,8 @@ pub struct PathTable<X = ()> {
     max_rto_kept: Option<(u64, u64)>,
     /// Paths with bytes in flight.
     busy_paths: u32,
+    /// What [`PathTable::poll_pick_path`] keeps between packets.
+    pick: PickKept,
     /// Paths added, removed or moved to another state so far ([`PathTable::state_changes`]).
     state_changes: u64,
 }
@@ -1106,6 +1162,7 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).rto_stale).write(PathSet::EMPTY);
             addr_of_mut!((*p).max_rto_kept).write(None);
             addr_of_mut!((*p).busy_paths).write(0);
+            addr_of_mut!((*p).pick).write(PickKept::NONE);
             addr_of_mut!((*p).state_changes).write(0);
             slot.assume_init_mut()
         }
@@ -1158,6 +1215,7 @@ impl<X> PathTable<X> {
         self.slots.insert(idx, slot).ok()?;
         self.stale.insert(idx);
         self.rto_stale.insert(idx);
+        self.pick.unsettled.insert(idx);
         self.state_changes = self.state_changes.wrapping_add(1);
         self.len = self.len.saturating_add(1);
         self.end = self.end.max(idx.saturating_add(1));
@@ -1282,6 +1340,7 @@ impl<X> PathTable<X> {
             self.busy_paths = self.busy_paths.saturating_sub(1);
         }
         self.keyed.remove(idx);
+        self.pick.unsettled.insert(idx);
         // Its deadline may have been the earliest, and its RTO the largest.
         self.earliest_kept = None;
         self.max_rto_kept = None;
@@ -1305,6 +1364,7 @@ impl<X> PathTable<X> {
     fn get_mut(&mut self, idx: PathIdx) -> Option<&mut Path> {
         self.stale.insert(idx);
         self.rto_stale.insert(idx);
+        self.pick.unsettled.insert(idx);
         self.slots.get_mut(idx).map(|s| &mut s.path)
     }
 
@@ -2233,11 +2293,21 @@ impl<X> PathTable<X> {
     /// `backlog` more bytes behind what they have in flight: their lowest smoothed RTT plus
     /// the time their windows, together, take to drain it all. `None` if no path is accepted.
     fn drain_estimate(&self, backlog: u64, faster: impl Fn(PathIdx, &Path) -> bool) -> Option<u64> {
+        self.drain_estimate_of(backlog, self.iter(), faster)
+    }
+
+    /// [`PathTable::drain_estimate`] of the paths of `paths` that `faster` accepts.
+    fn drain_estimate_of<'a>(
+        &'a self,
+        backlog: u64,
+        paths: impl Iterator<Item = (PathIdx, &'a Path)>,
+        faster: impl Fn(PathIdx, &Path) -> bool,
+    ) -> Option<u64> {
         let mut min_srtt: Option<u64> = None;
         let mut queued = backlog;
         // Sum of cwnd / srtt in bytes per nanosecond, in units of 2^-RATE_SHIFT.
         let mut rate = 0u64;
-        for (i, p) in self.iter() {
+        for (i, p) in paths {
             if !faster(i, p) {
                 continue;
             }
@@ -2305,6 +2375,12 @@ impl<X> PathTable<X> {
         for (i, p) in self.iter().filter(|(_, p)| eligible(p)) {
             let room = p.has_room(bytes);
             if room && p.pace_ns <= now_ns {
+                // A path whose floor is no earlier than the best so far cannot win (a tie
+                // goes to the lower index, seen first): no division for the idle paths that
+                // the scheduler leaves alone because they are slower.
+                if best.is_some_and(|(due, _)| self.delivery_floor(p, true) >= due) {
+                    continue;
+                }
                 let d = (self.delivery_estimate(p, bytes), i);
                 best = Some(best.map_or(d, |b| b.min(d)));
                 continue;
@@ -2334,12 +2410,144 @@ impl<X> PathTable<X> {
         }
     }
 
+    /// The same as [`PathTable::pick_path_or_why`]; with more than [`PICK_SCAN_PATHS`]
+    /// paths, from what the table keeps ([`PathTable::poll_pick_path_kept`]).
+    pub fn poll_pick_path(
+        &mut self,
+        now_ns: u64,
+        bytes: u32,
+        backlog: u64,
+    ) -> Result<PathIdx, HeldBack> {
+        if self.end <= PICK_SCAN_PATHS {
+            return self.pick_path_or_why(now_ns, bytes, backlog);
+        }
+        self.poll_pick_path_kept(now_ns, bytes, backlog)
+    }
+
+    /// The same as [`PathTable::pick_path_or_why`], looking in full only at the paths that
+    /// changed since the last settling pass (see [`PickKept`]).
+    ///
+    /// With hundreds of paths, a pass over all of them for every packet was the largest part
+    /// of what the connection did per packet, while a packet changes one path or a few, and
+    /// most paths (those the scheduler leaves idle because they are slower) change only when
+    /// probed. The settling pass runs again when the best settled path changed, when the
+    /// paths that may carry data did, for a packet larger than those it sorted the paths
+    /// for, or when a quarter of the paths changed; a smaller packet (the last of a message)
+    /// is placed by a pass over every path. A second pass, over the paths that may not send,
+    /// runs as before when one of them might deliver sooner.
+    pub fn poll_pick_path_kept(
+        &mut self,
+        now_ns: u64,
+        bytes: u32,
+        backlog: u64,
+    ) -> Result<PathIdx, HeldBack> {
+        let primary = self.any_primary();
+        let k = &self.pick;
+        if k.valid && bytes < k.bytes {
+            // A smaller packet, such as the last of a message: what is kept stays for the
+            // largest, which most packets of a transfer are.
+            return self.pick_path_or_why(now_ns, bytes, backlog);
+        }
+        let best_changed = k.best.is_some_and(|(_, i)| k.unsettled.contains(i));
+        if !k.valid
+            || bytes != k.bytes
+            || now_ns < k.at
+            || k.primary != primary
+            || best_changed
+            || k.unsettled.len() > self.end / 4
+        {
+            self.settle_pick(now_ns, bytes, primary);
+        }
+        let k = self.pick;
+        let eligible = move |p: &Path| p.state == PathState::Active && p.backup != primary;
+        let full = k.full.without(&k.unsettled);
+        let mut best = k.best;
+        let mut floor = k.floor;
+        let mut why = if full.is_empty() {
+            HeldBack::NoPath
+        } else {
+            HeldBack::Window
+        };
+        for i in k.unsettled.iter() {
+            let Some(p) = self.get(i).filter(|p| eligible(p)) else {
+                continue;
+            };
+            let room = p.has_room(bytes);
+            if room && p.pace_ns <= now_ns {
+                let d = (self.delivery_estimate(p, bytes), i);
+                best = Some(best.map_or(d, |b| b.min(d)));
+                continue;
+            }
+            floor = floor.min(self.delivery_floor(p, room));
+            if room {
+                why = HeldBack::Pacing;
+            } else if why == HeldBack::NoPath {
+                why = HeldBack::Window;
+            }
+        }
+        let (due, cand) = best.ok_or(why)?;
+        if floor >= due {
+            return Ok(cand);
+        }
+        // Every path that may carry data and may not send is in `full` or unsettled.
+        let waiting = full
+            .iter()
+            .chain(k.unsettled.iter())
+            .filter_map(|i| self.get(i).map(|p| (i, p)));
+        let waiting = self.drain_estimate_of(backlog, waiting, |_, p| {
+            eligible(p) && !p.can_send(now_ns, bytes) && self.delivery_estimate(p, bytes) < due
+        });
+        match waiting {
+            Some(t) if t < due => Err(HeldBack::Waiting),
+            _ => Ok(cand),
+        }
+    }
+
+    /// Sorts every path that may carry data, for packets of `bytes` at `now_ns` (see
+    /// [`PickKept`]).
+    fn settle_pick(&mut self, now_ns: u64, bytes: u32, primary: bool) {
+        let mut k = PickKept {
+            valid: true,
+            bytes,
+            at: now_ns,
+            primary,
+            ..PickKept::NONE
+        };
+        for (i, p) in self.iter() {
+            if p.state != PathState::Active || p.backup == primary {
+                continue;
+            }
+            let room = p.has_room(bytes);
+            if room && p.pace_ns <= now_ns {
+                // As in `pick_path_or_why`: no estimate for a path that cannot win.
+                if k.best
+                    .is_some_and(|(due, _)| self.delivery_floor(p, true) >= due)
+                {
+                    continue;
+                }
+                let d = (self.delivery_estimate(p, bytes), i);
+                k.best = Some(k.best.map_or(d, |b| b.min(d)));
+            } else if room {
+                // It may send later without changing.
+                k.unsettled.insert(i);
+            } else {
+                k.full.insert(i);
+                k.floor = k.floor.min(self.delivery_floor(p, false));
+            }
+        }
+        self.pick = k;
+    }
+
+    /// Whether an Active non-backup path exists.
+    fn any_primary(&self) -> bool {
+        self.iter()
+            .any(|(_, p)| p.state == PathState::Active && !p.backup)
+    }
+
     /// Which paths new data may use: the Active non-backup ones, or while there are none the
     /// Active backup ones.
     fn data_paths(&self) -> impl Fn(&Path) -> bool {
-        let any_primary = self
-            .iter()
-            .any(|(_, p)| p.state == PathState::Active && !p.backup);
+        let any_primary = self.any_primary();
         move |p: &Path| p.state == PathState::Active && p.backup != any_primary
     }
 

@@ -460,6 +460,17 @@ impl Peer {
                 assert_eq!(told, looked, "{name}: path choice, {bytes} B, {backlog}");
             }
         }
+        // The choice from what the table keeps, which it keeps from one step to the next for
+        // packets of one size, is the one a pass over every path makes.
+        let bytes = 1200;
+        for backlog in [u64::from(bytes), 1 << 20, u64::MAX] {
+            let kept = self
+                .conn
+                .paths_mut()
+                .poll_pick_path_kept(now, bytes, backlog);
+            let told = self.conn.paths().pick_path_or_why(now, bytes, backlog);
+            assert_eq!(kept, told, "{name}: kept path choice, {backlog}");
+        }
         let c = &self.conn;
         let (una, nxt, rcv) = (c.snd_una(), c.snd_nxt(), c.rcv_nxt());
         assert!(nxt < SEQ_LIMIT, "{name}: snd_nxt {nxt} reached SEQ_LIMIT");

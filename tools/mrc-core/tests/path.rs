@@ -115,12 +115,13 @@ fn path_is_small() {
     // configuration, counters and a pointer per chunk. A slot keeps the path's deadline and
     // RTO besides (16 B), and the table which of those are stale and the earliest deadline
     // (88 B): 3752 B before, 3992 B since; and the largest RTOs, the number of paths with
-    // bytes in flight and which deadlines depend on what all paths share (72 B), so that
-    // the connection need not look at every path for them: 4064 B.
+    // bytes in flight, which deadlines depend on what all paths share, and what the choice
+    // of a path keeps between packets (184 B), so that the connection need not look at
+    // every path for them: 4176 B.
     let table = core::mem::size_of::<PathTable>();
     eprintln!("Path {size} B, PathTable {table} B");
     assert!(
-        table <= PATH_CHUNK * (size + 16) + 472,
+        table <= PATH_CHUNK * (size + 16) + 584,
         "PathTable is {table} bytes"
     );
 }
@@ -1475,6 +1476,86 @@ fn no_path_for_new_data_says_why() {
     }
     assert_eq!(choice(&t, now, u64::from(MSS)), Err(HeldBack::Waiting));
     assert_eq!(choice(&t, now, u64::MAX), Ok(1));
+}
+
+/// A small deterministic generator for the operations below.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn kept_choice_of_a_path_is_the_full_pass() {
+    // Many paths, changed one or a few at a time as a connection changes them: sends,
+    // answers with RTT samples, losses, a weight, backup paths, failures, probes, removals
+    // and new paths, pacing. After every change the choice from what the table keeps is
+    // the one a pass over every path makes, for full-size and smaller packets.
+    for seed in 1..=12u64 {
+        let mut rng = Lcg(seed);
+        let mut t = table(48);
+        let mut now = MS;
+        // RTTs from 100 us to 24 ms: the long ones pace a path to a packet every few ms.
+        for i in 0..48u64 {
+            let rtt = (1 + i % 7) * 100 * US * (1 + 39 * (i % 3 / 2));
+            t.on_sent(i as PathIdx, 0, MSS, false);
+            t.on_ack(i as PathIdx, rtt, MSS, Some(rtt), false);
+        }
+        for step in 0..3000 {
+            // Runs of changes at one time, as a batch brings them, then time passes: paths
+            // that just sent wait for their pacing, and may send again later unchanged.
+            if rng.below(4) == 0 {
+                now += rng.below(2000) * US;
+            }
+            let i = rng.below(t.index_end() as u64) as PathIdx;
+            match rng.below(20) {
+                0..=3 => t.on_sent(i, now, MSS, false),
+                // A burst on one of a few paths, which then waits for its pacing.
+                4..=7 => {
+                    let j = rng.below(6) as PathIdx;
+                    for _ in 0..1 + rng.below(6) {
+                        t.on_sent(j, now, MSS, false);
+                    }
+                }
+                8..=12 => {
+                    let rtt = (50 + rng.below(3000) * (1 + 9 * rng.below(2))) * US;
+                    t.on_ack(i, now, MSS, Some(rtt), false);
+                }
+                13 => {
+                    t.on_loss(i, now, MSS);
+                }
+                14 => t.set_weight(i, 1 + rng.below(200) as u8),
+                15 => t.set_backup(i, rng.below(4) == 0),
+                16 => {
+                    t.on_send_error(i, now);
+                }
+                17 => {
+                    t.on_probe_ack(i, now, (50 + rng.below(500)) * US);
+                }
+                18 => {
+                    if t.len() > 20 {
+                        t.remove(i);
+                    }
+                }
+                _ => {
+                    let _ = t.add(now, ids(1000 + step), false);
+                }
+            }
+            for bytes in [MSS, MSS / 3] {
+                for backlog in [u64::from(bytes), 20 * u64::from(MSS), u64::MAX] {
+                    let kept = t.poll_pick_path_kept(now, bytes, backlog);
+                    let full = t.pick_path_or_why(now, bytes, backlog);
+                    assert_eq!(kept, full, "seed {seed} step {step}: {bytes} B, {backlog}");
+                }
+            }
+        }
+    }
 }
 
 #[test]
