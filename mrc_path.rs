@@ -292,6 +292,9 @@ const RATE_SHIFT: u32 = 20;
 /// pass over a few paths costs less than keeping what the pass found.
 const PICK_SCAN_PATHS: usize = 16;
 
+/// How many of the best paths that may send [`PickKept`] keeps.
+const PICK_KEPT_BEST: usize = 4;
+
 /// Index of a path in a [`PathTable`], below [`MAX_PATHS`].
 pub type PathIdx = usize;
 
@@ -991,8 +994,12 @@ struct PickKept {
     primary: bool,
     /// Paths changed since the settling pass, and those that pacing held back then.
     unsettled: PathSet,
-    /// The earliest expected delivery of a settled path that may send, and the path.
-    best: Option<(u64, PathIdx)>,
+    /// The earliest expected deliveries of settled paths that may send, and the paths, in
+    /// order ([`PICK_KEPT_BEST`] of them; `(u64::MAX, MAX_PATHS)` where there are fewer).
+    /// Every other settled path that may send would deliver later: the first of these that
+    /// has not changed since is the best settled path. Most packets take the best, which
+    /// changes it; with one kept, nearly every packet made a settling pass.
+    best: [(u64, PathIdx); PICK_KEPT_BEST],
     /// Settled paths whose window had no room.
     full: PathSet,
     /// The least [`PathTable::delivery_floor`] of those, as of the settling pass.
@@ -1006,7 +1013,7 @@ impl PickKept {
         at: 0,
         primary: false,
         unsettled: PathSet::EMPTY,
-        best: None,
+        best: [(u64::MAX, MAX_PATHS); PICK_KEPT_BEST],
         full: PathSet::EMPTY,
         floor: u64::MAX,
     };
@@ -1038,6 +1045,8 @@ fn table_fields_are_initialised<X>(t: &PathTable<X>) {
         stale: _,
         keyed: _,
         earliest_kept: _,
+        paid_heartbeats: _,
+        earliest_heartbeat_kept: _,
         rto_stale: _,
         max_rto_kept: _,
         busy_paths: _,
@@ -1055,7 +1064,8 @@ struct Slot<X> {
     path: Path,
     extra: X,
     /// The path's failure-detector deadline ([`PathTable::deadline`]) as of the table's
-    /// `deadline_key`, unless the table lists the path as `stale`.
+    /// `deadline_key`, unless the table lists the path as `stale`; for a path in the table's
+    /// `paid_heartbeats`, when its heartbeat interval starts instead.
     deadline: u64,
     /// The path's RTO ([`PathTable::rto_ns`]), unless the table lists the path in
     /// `rto_stale`.
@@ -1090,8 +1100,15 @@ pub struct PathTable<X = ()> {
     /// Paths whose kept deadline depends on the `deadline_key` (see
     /// [`PathTable::deadline_keyed`]): those to compute again when it changes.
     keyed: PathSet,
-    /// The earliest of the deadlines kept ([`NEVER`] if none), unless it must be looked for.
+    /// The earliest of the deadlines kept of the paths not in `paid_heartbeats` ([`NEVER`] if
+    /// none), unless it must be looked for.
     earliest_kept: Option<u64>,
+    /// Idle Active paths whose heartbeat the probe credit pays for: their slots keep the
+    /// time from which their heartbeat interval runs ([`PathTable::heartbeat_from`]), which
+    /// whether the credit pays for it does not move.
+    paid_heartbeats: PathSet,
+    /// The earliest of those times, unless it must be looked for.
+    earliest_heartbeat_kept: Option<u64>,
     /// Paths changed since their RTO was kept.
     rto_stale: PathSet,
     /// The largest RTO kept of the paths that are not Failed and of all paths, unless they
@@ -1113,8 +1130,6 @@ struct DeadlineKey {
     busy: bool,
     /// It has data waiting (see [`PathTable::on_tick_waiting`]).
     data_waiting: bool,
-    /// The probe credit pays for a heartbeat of an idle path.
-    heartbeat_paid: bool,
     /// The validation credit pays for a probe of an unvalidated path.
     probe_paid: bool,
 }
@@ -1159,6 +1174,8 @@ impl<X> PathTable<X> {
             addr_of_mut!((*p).stale).write(PathSet::EMPTY);
             addr_of_mut!((*p).keyed).write(PathSet::EMPTY);
             addr_of_mut!((*p).earliest_kept).write(None);
+            addr_of_mut!((*p).paid_heartbeats).write(PathSet::EMPTY);
+            addr_of_mut!((*p).earliest_heartbeat_kept).write(None);
             addr_of_mut!((*p).rto_stale).write(PathSet::EMPTY);
             addr_of_mut!((*p).max_rto_kept).write(None);
             addr_of_mut!((*p).busy_paths).write(0);
@@ -1340,9 +1357,11 @@ impl<X> PathTable<X> {
             self.busy_paths = self.busy_paths.saturating_sub(1);
         }
         self.keyed.remove(idx);
+        self.paid_heartbeats.remove(idx);
         self.pick.unsettled.insert(idx);
         // Its deadline may have been the earliest, and its RTO the largest.
         self.earliest_kept = None;
+        self.earliest_heartbeat_kept = None;
         self.max_rto_kept = None;
         self.state_changes = self.state_changes.wrapping_add(1);
         self.len = self.len.saturating_sub(1);
@@ -1714,11 +1733,14 @@ impl<X> PathTable<X> {
     /// silence clock restarts; like [`PathTable::on_ack`] it does not revive a
     /// Suspect or Failed path, which must answer a probe.
     pub fn on_heard(&mut self, idx: PathIdx, now_ns: u64) {
-        if let Some(p) = self.get_mut(idx) {
-            if p.state == PathState::Active {
-                p.last_heard_ns = p.last_heard_ns.max(now_ns);
-                p.released_unheard = false;
-            }
+        // The glue tells every path what other connections heard on it, mostly nothing new:
+        // a path that this does not change is not marked changed either.
+        let news = self.get(idx).is_some_and(|p| {
+            p.state == PathState::Active && (now_ns > p.last_heard_ns || p.released_unheard)
+        });
+        if let Some(p) = self.get_mut(idx).filter(|_| news) {
+            p.last_heard_ns = p.last_heard_ns.max(now_ns);
+            p.released_unheard = false;
         }
     }
 
@@ -1731,10 +1753,12 @@ impl<X> PathTable<X> {
     /// and waits a heartbeat before probing itself. Suspect and Failed paths
     /// still need an answer to their own probe.
     pub fn on_probed_elsewhere(&mut self, idx: PathIdx, sent_ns: u64) {
-        if let Some(p) = self.get_mut(idx) {
-            if p.state == PathState::Active && !p.probe_outstanding {
-                p.last_probe_ns = p.last_probe_ns.max(sent_ns);
-            }
+        // As for `on_heard`: only news marks the path changed.
+        let news = self.get(idx).is_some_and(|p| {
+            p.state == PathState::Active && !p.probe_outstanding && sent_ns > p.last_probe_ns
+        });
+        if let Some(p) = self.get_mut(idx).filter(|_| news) {
+            p.last_probe_ns = sent_ns;
         }
     }
 
@@ -1955,17 +1979,13 @@ impl<X> PathTable<X> {
                 // plane's way back (and an acknowledgement's delay), and the scheduler,
                 // which may leave it idle for that, would not correct it before the idle
                 // heartbeat. A probe's answer comes back by the path it tests.
-                let unpaid = self.heartbeat_costs_credit(p, busy)
-                    && self.probe_credit < self.cfg.data_per_idle_probe;
-                let mut hb = if (busy || p.rtt.provisional()) && !unpaid {
+                let unpaid = self.heartbeat_costs_credit(p, busy) && !self.heartbeat_paid();
+                let hb = if (busy || p.rtt.provisional()) && !unpaid {
                     self.cfg.heartbeat_busy_ns
                 } else {
                     self.cfg.heartbeat_idle_ns
                 };
-                if self.cfg.heartbeat_yield {
-                    hb = hb.saturating_add(timeout);
-                }
-                p.last_heard_ns.max(p.last_probe_ns).saturating_add(hb)
+                self.heartbeat_from(p, timeout).saturating_add(hb)
             }
             PathState::Suspect => 0,
             // Nothing waits for a failed path of an idle connection: probing
@@ -1979,9 +1999,57 @@ impl<X> PathTable<X> {
         }
     }
 
+    /// The time from which an idle Active path's heartbeat interval runs: its latest answer or
+    /// probe, a probe `timeout` later if this end yields ([`PathConfig::heartbeat_yield`]).
+    fn heartbeat_from(&self, p: &Path, timeout: u64) -> u64 {
+        let from = p.last_heard_ns.max(p.last_probe_ns);
+        if self.cfg.heartbeat_yield {
+            from.saturating_add(timeout)
+        } else {
+            from
+        }
+    }
+
+    /// Whether the probe credit pays for a heartbeat of an idle path now.
+    fn heartbeat_paid(&self) -> bool {
+        self.probe_credit >= self.cfg.data_per_idle_probe
+    }
+
+    /// The heartbeat interval of the paths in `paid_heartbeats`: what their deadline is
+    /// beyond their [`PathTable::heartbeat_from`].
+    fn paid_heartbeat_interval(&self) -> u64 {
+        if self.heartbeat_paid() {
+            self.cfg.heartbeat_busy_ns
+        } else {
+            self.cfg.heartbeat_idle_ns
+        }
+    }
+
+    /// Whether [`PathTable::deadline`] of `p`, with `busy`, is an idle Active path's heartbeat
+    /// whose interval the probe credit decides: then the table keeps
+    /// [`PathTable::heartbeat_from`] instead, which the credit does not move.
+    fn heartbeat_paid_by_credit(&self, p: &Path, busy: bool) -> bool {
+        !p.probe_outstanding
+            && self.probe_affordable(p)
+            && p.state == PathState::Active
+            && p.missed_probes == 0
+            && p.inflight == 0
+            && self.heartbeat_costs_credit(p, busy)
+    }
+
+    /// What the table keeps for `p`, with `busy` and `data_waiting`: whether it goes in
+    /// `paid_heartbeats`, and its [`PathTable::heartbeat_from`] if so, else its deadline.
+    fn kept_deadline(&self, p: &Path, busy: bool, data_waiting: bool) -> (bool, u64) {
+        if self.heartbeat_paid_by_credit(p, busy) {
+            (true, self.heartbeat_from(p, self.probe_timeout(p)))
+        } else {
+            (false, self.deadline(p, busy, data_waiting))
+        }
+    }
+
     /// Whether [`PathTable::deadline`] of `p` reads what its [`DeadlineKey`] holds: whether
-    /// the connection is busy or has data waiting, or what the probe and validation credits
-    /// pay for. Must follow `deadline`'s branches.
+    /// the connection is busy or has data waiting, or whether the validation credit pays for
+    /// a probe. Must follow `deadline`'s branches.
     fn deadline_keyed(p: &Path) -> bool {
         if p.probe_outstanding {
             return false;
@@ -2024,12 +2092,15 @@ impl<X> PathTable<X> {
                 continue;
             };
             let p = &s.path;
-            // A path handled earlier in this loop may have spent a credit that the deadlines
-            // kept assumed: then this one's is computed again.
-            let deadline = if self.deadline_key(busy, data_waiting) == kept {
-                s.deadline
-            } else {
+            // A path handled earlier in this loop may have spent the validation credit that
+            // the deadlines kept assumed: then this one's is computed again. A heartbeat's
+            // interval follows the probe credit as it is now.
+            let deadline = if self.deadline_key(busy, data_waiting) != kept {
                 self.deadline(p, busy, data_waiting)
+            } else if self.paid_heartbeats.contains(idx) {
+                s.deadline.saturating_add(self.paid_heartbeat_interval())
+            } else {
+                s.deadline
             };
             if now_ns < deadline {
                 continue;
@@ -2152,24 +2223,44 @@ impl<X> PathTable<X> {
     /// ([`PathTable::get_mut`]), or what all deadlines share did ([`DeadlineKey`]) and the
     /// path's deadline reads it ([`PathTable::deadline_keyed`]; every path after a change
     /// of the configuration). With hundreds of paths, computing them all each time was most
-    /// of what the connection did per packet, and the key moves as the probe credit is
-    /// spent and earned.
+    /// of what the connection did per packet. The probe credit, which is spent and earned
+    /// several times per window, moves the heartbeat of every idle path at once; the table
+    /// keeps for those paths when their interval starts, and the earliest of those, so that
+    /// the credit moves none of what it keeps (`paid_heartbeats`).
     pub fn poll_timer_waiting(&mut self, now_ns: u64, data_waiting: bool) -> Option<u64> {
         let busy = self.poll_busy();
         self.refresh_deadlines(busy, data_waiting);
-        let t = match self.earliest_kept {
+        let heartbeats = self.paid_heartbeats;
+        let earliest_of = |t: &Self, heartbeat: bool| {
+            t.slots
+                .iter(t.end)
+                .filter(|(i, _)| heartbeats.contains(*i) == heartbeat)
+                .map(|(_, s)| s.deadline)
+                .min()
+                .unwrap_or(NEVER)
+        };
+        let other = match self.earliest_kept {
             Some(t) => t,
             None => {
-                let t = self
-                    .slots
-                    .iter(self.end)
-                    .map(|(_, s)| s.deadline)
-                    .min()
-                    .unwrap_or(NEVER);
+                let t = earliest_of(self, false);
                 self.earliest_kept = Some(t);
                 t
             }
         };
+        let from = match self.earliest_heartbeat_kept {
+            Some(t) => t,
+            None => {
+                let t = earliest_of(self, true);
+                self.earliest_heartbeat_kept = Some(t);
+                t
+            }
+        };
+        let heartbeat = if from == NEVER {
+            NEVER
+        } else {
+            from.saturating_add(self.paid_heartbeat_interval())
+        };
+        let t = other.min(heartbeat);
         (t != NEVER).then(|| t.max(now_ns))
     }
 
@@ -2189,7 +2280,6 @@ impl<X> PathTable<X> {
         DeadlineKey {
             busy,
             data_waiting,
-            heartbeat_paid: self.probe_credit >= self.cfg.data_per_idle_probe,
             probe_paid: self.validation_credit >= PROBE_WIRE_LEN,
         }
     }
@@ -2204,6 +2294,7 @@ impl<X> PathTable<X> {
             Some(_) => self.stale.add_all(&self.keyed),
             None => {
                 self.earliest_kept = None;
+                self.earliest_heartbeat_kept = None;
                 for idx in 0..self.end {
                     self.stale.insert(idx);
                 }
@@ -2211,13 +2302,10 @@ impl<X> PathTable<X> {
         }
         self.deadline_key = Some(key);
         let stale = core::mem::replace(&mut self.stale, PathSet::EMPTY);
-        let mut earliest = self.earliest_kept;
         for idx in stale.iter() {
-            let Some((d, keyed)) = self.get(idx).map(|p| {
-                (
-                    self.deadline(p, busy, data_waiting),
-                    Self::deadline_keyed(p),
-                )
+            let Some((heartbeat, d, keyed)) = self.get(idx).map(|p| {
+                let (heartbeat, d) = self.kept_deadline(p, busy, data_waiting);
+                (heartbeat, d, Self::deadline_keyed(p))
             }) else {
                 continue;
             };
@@ -2226,17 +2314,49 @@ impl<X> PathTable<X> {
             } else {
                 self.keyed.remove(idx);
             }
-            if let Some(s) = self.slots.get_mut(idx) {
-                let old = core::mem::replace(&mut s.deadline, d);
-                earliest = match earliest {
-                    Some(t) if d < t => Some(d),
-                    // The earliest moved later: another may now be, or the same.
-                    Some(t) if old == t && d != t => None,
-                    e => e,
-                };
+            let was_heartbeat = self.paid_heartbeats.contains(idx);
+            if heartbeat {
+                self.paid_heartbeats.insert(idx);
+            } else {
+                self.paid_heartbeats.remove(idx);
+            }
+            let Some(s) = self.slots.get_mut(idx) else {
+                continue;
+            };
+            let old = core::mem::replace(&mut s.deadline, d);
+            // The earliest of the set the value left moves later if it was that one; the
+            // earliest of the set it joined moves earlier if it is before it.
+            let (left, joined) = match (was_heartbeat, heartbeat) {
+                (false, false) => (&mut self.earliest_kept, None),
+                (true, true) => (&mut self.earliest_heartbeat_kept, None),
+                (false, true) => (
+                    &mut self.earliest_kept,
+                    Some(&mut self.earliest_heartbeat_kept),
+                ),
+                (true, false) => (
+                    &mut self.earliest_heartbeat_kept,
+                    Some(&mut self.earliest_kept),
+                ),
+            };
+            match joined {
+                None => {
+                    *left = match *left {
+                        Some(t) if d < t => Some(d),
+                        // The earliest moved later: another may now be, or the same.
+                        Some(t) if old == t && d != t => None,
+                        e => e,
+                    };
+                }
+                Some(joined) => {
+                    if *left == Some(old) {
+                        *left = None;
+                    }
+                    if let Some(t) = *joined {
+                        *joined = Some(t.min(d));
+                    }
+                }
             }
         }
-        self.earliest_kept = earliest;
         key
     }
 
@@ -2448,7 +2568,17 @@ impl<X> PathTable<X> {
             // largest, which most packets of a transfer are.
             return self.pick_path_or_why(now_ns, bytes, backlog);
         }
-        let best_changed = k.best.is_some_and(|(_, i)| k.unsettled.contains(i));
+        // The best settled path that has not changed since; `None` if those kept all have.
+        let settled_best = |k: &PickKept| {
+            k.best
+                .iter()
+                .find(|(_, i)| !k.unsettled.contains(*i))
+                .filter(|(_, i)| *i < MAX_PATHS)
+                .copied()
+        };
+        // Only a full list can leave settled paths out: when every path on it changed, the
+        // best of the others is not known.
+        let best_changed = k.best.iter().all(|(_, i)| k.unsettled.contains(*i));
         if !k.valid
             || bytes != k.bytes
             || now_ns < k.at
@@ -2461,7 +2591,7 @@ impl<X> PathTable<X> {
         let k = self.pick;
         let eligible = move |p: &Path| p.state == PathState::Active && p.backup != primary;
         let full = k.full.without(&k.unsettled);
-        let mut best = k.best;
+        let mut best = settled_best(&k);
         let mut floor = k.floor;
         let mut why = if full.is_empty() {
             HeldBack::NoPath
@@ -2520,13 +2650,22 @@ impl<X> PathTable<X> {
             let room = p.has_room(bytes);
             if room && p.pace_ns <= now_ns {
                 // As in `pick_path_or_why`: no estimate for a path that cannot win.
+                let last = k.best.len() - 1;
                 if k.best
-                    .is_some_and(|(due, _)| self.delivery_floor(p, true) >= due)
+                    .get(last)
+                    .is_some_and(|(due, _)| self.delivery_floor(p, true) >= *due)
                 {
                     continue;
                 }
                 let d = (self.delivery_estimate(p, bytes), i);
-                k.best = Some(k.best.map_or(d, |b| b.min(d)));
+                // Into its place among the kept, the last of which goes.
+                let at = k.best.partition_point(|b| *b < d);
+                if let Some(tail) = k.best.get_mut(at..).filter(|t| !t.is_empty()) {
+                    tail.rotate_right(1);
+                    if let Some(first) = tail.first_mut() {
+                        *first = d;
+                    }
+                }
             } else if room {
                 // It may send later without changing.
                 k.unsettled.insert(i);
