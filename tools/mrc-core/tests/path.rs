@@ -1560,6 +1560,26 @@ fn kept_choice_of_a_path_is_the_full_pass() {
 }
 
 #[test]
+fn kept_choice_finds_the_next_best_once_the_kept_ones_changed() {
+    // 48 idle paths, each a little slower than the one before. Each packet goes on the best
+    // path, which it makes slower than the next: the choice walks down the paths, past the
+    // few best it keeps, while too few paths changed for a settling pass of their own.
+    let mut t = table(48);
+    for i in 0..48u64 {
+        let rtt = 1000 * US + i * 10 * US;
+        t.on_sent(i as PathIdx, 0, MSS, false);
+        t.on_ack(i as PathIdx, rtt, MSS, Some(rtt), false);
+    }
+    let now = 100 * MS;
+    for k in 0..8 {
+        let kept = t.poll_pick_path_kept(now, MSS, u64::MAX);
+        assert_eq!(kept, t.pick_path_or_why(now, MSS, u64::MAX), "packet {k}");
+        assert_eq!(kept, Ok(k), "packet {k}");
+        t.on_sent(k, now, MSS, false);
+    }
+}
+
+#[test]
 fn send_error_fails_a_path_at_once_until_a_probe_is_answered() {
     let mut t = primed(3);
     let now = 5 * MS;
