@@ -975,6 +975,52 @@ impl Iterator for PathSetIter {
     }
 }
 
+/// What a pass of the choice of a path for new data found so far
+/// ([`PathTable::pick_path_or_why`]).
+#[derive(Clone, Copy, Debug)]
+struct Tally {
+    /// The earliest expected delivery of a path that may send, and the path.
+    best: Option<(u64, PathIdx)>,
+    /// The least that a path that may not send would take to deliver: at least its smoothed
+    /// RTT, and twice that if its window is full (see `PathTable::delivery_floor`). With
+    /// hundreds of paths, most packets then need no second pass over those paths.
+    floor: u64,
+    /// Why no path may take the packet, should none.
+    why: HeldBack,
+}
+
+impl Tally {
+    const EMPTY: Tally = Tally {
+        best: None,
+        floor: u64::MAX,
+        why: HeldBack::NoPath,
+    };
+
+    /// Counts path `i`, which may carry data, for a packet of `bytes` at `now_ns`.
+    fn count<X>(&mut self, t: &PathTable<X>, i: PathIdx, p: &Path, now_ns: u64, bytes: u32) {
+        let room = p.has_room(bytes);
+        if room && p.pace_ns <= now_ns {
+            // A path whose floor is later than the best so far cannot win: no division for
+            // the idle paths that the scheduler leaves alone because they are slower.
+            if self
+                .best
+                .is_some_and(|(due, _)| t.delivery_floor(p, true) > due)
+            {
+                return;
+            }
+            let d = (t.delivery_estimate(p, bytes), i);
+            self.best = Some(self.best.map_or(d, |b| b.min(d)));
+            return;
+        }
+        self.floor = self.floor.min(t.delivery_floor(p, room));
+        if room {
+            self.why = HeldBack::Pacing;
+        } else if self.why == HeldBack::NoPath {
+            self.why = HeldBack::Window;
+        }
+    }
+}
+
 /// What the choice of a path for new data keeps between packets
 /// ([`PathTable::poll_pick_path`]).
 ///
@@ -2485,38 +2531,32 @@ impl<X> PathTable<X> {
         backlog: u64,
     ) -> Result<PathIdx, HeldBack> {
         let eligible = self.data_paths();
-        // The best path that may send, and the least that a path that may not would take
-        // to deliver: at least its smoothed RTT, and twice that if its window is full (see
-        // `delivery_floor`). With hundreds of paths, most packets then need no second pass
-        // over the paths that may not send.
-        let mut best: Option<(u64, PathIdx)> = None;
-        let mut floor = u64::MAX;
-        let mut why = HeldBack::NoPath;
+        let mut tally = Tally::EMPTY;
         for (i, p) in self.iter().filter(|(_, p)| eligible(p)) {
-            let room = p.has_room(bytes);
-            if room && p.pace_ns <= now_ns {
-                // A path whose floor is no earlier than the best so far cannot win (a tie
-                // goes to the lower index, seen first): no division for the idle paths that
-                // the scheduler leaves alone because they are slower.
-                if best.is_some_and(|(due, _)| self.delivery_floor(p, true) >= due) {
-                    continue;
-                }
-                let d = (self.delivery_estimate(p, bytes), i);
-                best = Some(best.map_or(d, |b| b.min(d)));
-                continue;
-            }
-            floor = floor.min(self.delivery_floor(p, room));
-            if room {
-                why = HeldBack::Pacing;
-            } else if why == HeldBack::NoPath {
-                why = HeldBack::Window;
-            }
+            tally.count(self, i, p, now_ns, bytes);
         }
-        let (due, cand) = best.ok_or(why)?;
-        if floor >= due {
+        self.choose(tally, backlog, self.iter(), eligible, now_ns, bytes)
+    }
+
+    /// Chooses, from what a first pass over the paths that may carry data found, the path
+    /// for a packet of `bytes` with `backlog` bytes ready, or says why none may take it: the
+    /// best path that may send, unless one of `waiting` (every path that may carry data but
+    /// not send now, among others that `eligible` refuses) would get the backlog through
+    /// sooner (the second pass, which the floor spares most packets).
+    fn choose<'a>(
+        &'a self,
+        tally: Tally,
+        backlog: u64,
+        waiting: impl Iterator<Item = (PathIdx, &'a Path)>,
+        eligible: impl Fn(&Path) -> bool,
+        now_ns: u64,
+        bytes: u32,
+    ) -> Result<PathIdx, HeldBack> {
+        let (due, cand) = tally.best.ok_or(tally.why)?;
+        if tally.floor >= due {
             return Ok(cand);
         }
-        let waiting = self.drain_estimate(backlog, |_, p| {
+        let waiting = self.drain_estimate_of(backlog, waiting, |_, p| {
             if !eligible(p) || p.can_send(now_ns, bytes) {
                 return false;
             }
@@ -2591,46 +2631,26 @@ impl<X> PathTable<X> {
         let k = self.pick;
         let eligible = move |p: &Path| p.state == PathState::Active && p.backup != primary;
         let full = k.full.without(&k.unsettled);
-        let mut best = settled_best(&k);
-        let mut floor = k.floor;
-        let mut why = if full.is_empty() {
-            HeldBack::NoPath
-        } else {
-            HeldBack::Window
+        let mut tally = Tally {
+            best: settled_best(&k),
+            floor: k.floor,
+            why: if full.is_empty() {
+                HeldBack::NoPath
+            } else {
+                HeldBack::Window
+            },
         };
         for i in k.unsettled.iter() {
-            let Some(p) = self.get(i).filter(|p| eligible(p)) else {
-                continue;
-            };
-            let room = p.has_room(bytes);
-            if room && p.pace_ns <= now_ns {
-                let d = (self.delivery_estimate(p, bytes), i);
-                best = Some(best.map_or(d, |b| b.min(d)));
-                continue;
+            if let Some(p) = self.get(i).filter(|p| eligible(p)) {
+                tally.count(self, i, p, now_ns, bytes);
             }
-            floor = floor.min(self.delivery_floor(p, room));
-            if room {
-                why = HeldBack::Pacing;
-            } else if why == HeldBack::NoPath {
-                why = HeldBack::Window;
-            }
-        }
-        let (due, cand) = best.ok_or(why)?;
-        if floor >= due {
-            return Ok(cand);
         }
         // Every path that may carry data and may not send is in `full` or unsettled.
         let waiting = full
             .iter()
             .chain(k.unsettled.iter())
             .filter_map(|i| self.get(i).map(|p| (i, p)));
-        let waiting = self.drain_estimate_of(backlog, waiting, |_, p| {
-            eligible(p) && !p.can_send(now_ns, bytes) && self.delivery_estimate(p, bytes) < due
-        });
-        match waiting {
-            Some(t) if t < due => Err(HeldBack::Waiting),
-            _ => Ok(cand),
-        }
+        self.choose(tally, backlog, waiting, eligible, now_ns, bytes)
     }
 
     /// Sorts every path that may carry data, for packets of `bytes` at `now_ns` (see
