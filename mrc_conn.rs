@@ -1158,14 +1158,8 @@ pub fn finish_data(buf: &mut [u8], tx: &Transmit, payload: &[u8]) -> Result<usiz
 /// Writes the header of a DATA packet planned by [`Conn::poll_transmit`] into `head`, exactly
 /// [`HEADER_LEN`] bytes, sealed for a payload that lies elsewhere (the glue's packets take
 /// the message's memory as it is): `planned` is the buffer `poll_transmit` wrote the header
-/// into, and `payload_crc(crc)` returns [`mrc_proto::crc32c`]`(crc, payload)` over the
-/// `data.len` bytes the [`Transmit`] names.
-pub fn emit_data_head(
-    head: &mut [u8],
-    planned: &[u8],
-    tx: &Transmit,
-    payload_crc: impl FnOnce(u32) -> u32,
-) -> Result<(), EncodeError> {
+/// into. The checksum covers the header alone (see "Checksums" in `mrc_proto`).
+pub fn emit_data_head(head: &mut [u8], planned: &[u8], tx: &Transmit) -> Result<(), EncodeError> {
     let data = tx.data.ok_or(EncodeError::LengthMismatch)?;
     let header = planned
         .get(..HEADER_LEN)
@@ -1177,7 +1171,7 @@ pub fn emit_data_head(
     if mrc_proto::peek_header(head).map(|h| h.payload_len) != Ok(data.len) {
         return Err(EncodeError::LengthMismatch);
     }
-    mrc_proto::seal_head(head, payload_crc)
+    mrc_proto::seal_head(head)
 }
 
 /// One MRC connection: handshake, reliability, flow control and close, sans-IO.

@@ -8,7 +8,6 @@
 #include <linux/net.h>
 #include <linux/seq_file_net.h>
 #include <linux/skbuff.h>
-#include <linux/crc32c.h>
 #include <net/genetlink.h>
 #include <net/net_namespace.h>
 #include <net/ip.h>
@@ -25,7 +24,6 @@
 #include <linux/poll.h>
 #include <linux/sockptr.h>
 #include <linux/uaccess.h>
-#include <linux/crc32c.h>
 #include <linux/highmem.h>
 
 #include "include/uapi/linux/mrc.h"
@@ -214,28 +212,6 @@ int mrc_msg_copy_piece(struct sock *sk, struct msghdr *msg, unsigned int len,
 }
 
 void mrc_put_page(struct page *page) { put_page(page); }
-
-/*
- * Continues the raw CRC32C @crc over @len bytes of @page (possibly
- * compound) from @off.
- */
-u32 mrc_page_crc32c(u32 crc, struct page *page, unsigned int off, unsigned int len)
-{
-	unsigned int i = off / PAGE_SIZE;
-
-	off %= PAGE_SIZE;
-	while (len) {
-		unsigned int n = min_t(unsigned int, len, PAGE_SIZE - off);
-		void *va = kmap_local_page(nth_page(page, i));
-
-		crc = crc32c(crc, va + off, n);
-		kunmap_local(va);
-		len -= n;
-		off = 0;
-		i++;
-	}
-	return crc;
-}
 
 /*
  * Appends @len bytes of @page from @off to @skb as its next fragment,
@@ -516,36 +492,10 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *bad_csum, u32 *unsplit)
 	return segs;
 }
 
-/*
- * Continues the raw CRC32C register *@crc (crc32c() of <linux/crc32c.h>, no
- * inversions) over the @len bytes of @skb from @offset, where they lie: the
- * linear area, page fragments (mapped one at a time) or the frag list. Nothing
- * is copied and the packet is not changed. False, with *@crc undefined, if the
- * packet holds fewer bytes or some of them cannot be read by the CPU.
- */
-bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc)
+/* ip_summed is a bitfield. */
+bool mrc_skb_csum_partial(const struct sk_buff *skb)
 {
-	struct skb_seq_state st;
-	unsigned int done = 0, n;
-	const u8 *data;
-	u32 c = *crc;
-
-	if (offset > skb->len || len > skb->len - offset)
-		return false;
-	skb_prepare_seq_read(skb, offset, offset + len, &st);
-	while (done < len) {
-		n = skb_seq_read(done, &data, &st);
-		if (!n)
-			break;
-		/* A block may run past the range asked for. */
-		n = min(n, len - done);
-		c = crc32c(c, data, n);
-		done += n;
-	}
-	/* Unmaps the fragment still mapped when the range ended inside it. */
-	skb_abort_seq_read(&st);
-	*crc = c;
-	return done == len;
+	return skb->ip_summed == CHECKSUM_PARTIAL;
 }
 
 void mrc_kfree_skb_list(struct sk_buff *segs) { kfree_skb_list(segs); }

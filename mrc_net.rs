@@ -41,11 +41,13 @@
 //!   would) and `mrc_rx` gets them together: a run of
 //!   datagrams for one connection costs one session lookup and one turn of
 //!   the connection's lock (`mrc_sock::input`). Of a DATA packet only the
-//!   UDP and MRC headers are made linear: its checksum is computed over the
-//!   payload where it lies (`mrc_proto::decode_data`), typically in the page
-//!   fragments it arrived in, and the payload stays there until `recvmsg`
-//!   copies it to the reader, its only copy on the way in. Other packets
-//!   are small and are made linear whole.
+//!   UDP and MRC headers are made linear and read
+//!   (`mrc_proto::decode_data`): MRC's checksum covers the header, the UDP
+//!   checksum the payload (see "Checksums" in `mrc_proto`), so no pass of
+//!   the CPU over the payload is MRC's. The payload stays where it
+//!   arrived, typically in page fragments, until `recvmsg` copies it to the
+//!   reader, its only copy on the way in. Other packets are small and are
+//!   made linear whole.
 //! - **Acknowledgements.** The connection is driven once per run, so an
 //!   acknowledgement that several of its packets ask for goes out once;
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
@@ -180,7 +182,7 @@ struct Stats {
     drop_wrong_source: Counter,
     drop_rcvbuf: Counter,
     drop_rmem_max: Counter,
-    /// Datagrams with a bad UDP checksum.
+    /// Datagrams with a bad UDP checksum, and DATA packets without one.
     drop_udp_checksum: Counter,
     drop_conn: PerCpuCounters<{ CONN_DROPS.len() }>,
     drop_backlog: Counter,
@@ -581,83 +583,33 @@ impl MrcNet {
 /// linear, and all of it linear if its fixed header is valid and not DATA's.
 ///
 /// A DATA packet is decoded by [`mrc_proto::decode_data`] from its header
-/// alone, with its payload checksummed where it lies, typically in the page
-/// fragments it arrived in; its [`Payload`](mrc_proto::Payload) has a
-/// length but no bytes, which stay in `skb`. Any other datagram is decoded
-/// by [`mrc_proto::decode`] from the linear area, which holds all of it, or
-/// for a fixed header that is not valid, enough of it for the error.
-///
-/// The checksum of a DATA payload that [`check_data`] went over already is
-/// not computed again: its result is in `skb->cb`.
+/// alone: its payload, which MRC's checksum does not cover (the UDP
+/// checksum does, see "Checksums" in `mrc_proto`), stays where it lies,
+/// typically in the page fragments it arrived in, and its
+/// [`Payload`](mrc_proto::Payload) has a length but no bytes. Any other
+/// datagram is decoded by [`mrc_proto::decode`] from the linear area, which
+/// holds all of it, or for a fixed header that is not valid, enough of it
+/// for the error.
 pub(crate) fn decode_datagram(skb: &SkBuff) -> Result<Packet<'_>, DecodeError> {
     let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
     if !is_data(head) {
         return mrc_proto::decode(head);
     }
     let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
-    mrc_proto::decode_data(head, len, |crc, n| {
-        let n = u32::try_from(n).ok()?;
-        crc_memo(skb, crc, n).or_else(|| skb.crc32c_raw(crc, RX_HEADERS_LEN, n))
-    })
+    mrc_proto::decode_data(head, len)
 }
 
-/// Where in `skb->cb` [`check_data`] leaves a DATA payload's checksum: the
-/// CRC32C register before and after the payload, its length and
-/// [`CRC_MEMO_MARK`], 16 bytes after the 8 that the receive queue's marks
-/// take (`mrc_sock`).
-const CB_CRC: usize = 8;
-
-/// Marks a checksum that [`check_data`] left in `skb->cb`.
-const CRC_MEMO_MARK: u32 = 0x4d52_4321;
-
-/// Forgets any checksum left in `skb->cb`: what the packet's previous
-/// owner (UDP) left there is not one. Done as each datagram arrives, so
-/// that only [`check_data`] ever fills it in.
-pub(crate) fn clear_crc_memo(skb: &mut SkBuff) {
-    if let Some(m) = skb.cb_mut().get_mut(CB_CRC..CB_CRC + 16) {
-        m.fill(0);
-    }
-}
-
-/// The CRC32C register after the `n` payload bytes of `skb`, from `crc`
-/// before them, if [`check_data`] computed it.
-fn crc_memo(skb: &SkBuff, crc: u32, n: u32) -> Option<u32> {
-    let m = skb.cb().get(CB_CRC..CB_CRC + 16)?;
-    let word = |i: usize| {
-        m.get(i..i + 4)
-            .and_then(|b| b.try_into().ok())
-            .map(u32::from_ne_bytes)
-    };
-    (word(12)? == CRC_MEMO_MARK && word(0)? == crc && word(8)? == n).then_some(word(4)?)
-}
-
-/// Checks a received datagram's checksum, in softirq, where it arrived:
-/// a DATA packet's over its payload, whose result is left in `skb->cb` for
-/// [`decode_datagram`], so that a packet that waits in a socket's backlog
-/// leaves only the connection's work to the socket's owner, as TCP checks
-/// a segment's checksum before its backlog. Other datagrams are small and
+/// Checks a received DATA packet's header, in softirq, where it arrived,
+/// so that a packet that waits in a socket's backlog is a valid one, as
+/// TCP checks a segment before its backlog. Other datagrams are small and
 /// are checked when decoded.
-pub(crate) fn check_data(skb: &mut SkBuff) -> Result<(), DecodeError> {
-    let mut memo = None;
-    {
-        let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-        if !is_data(head) {
-            return Ok(());
-        }
-        let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
-        mrc_proto::decode_data(head, len, |crc, n| {
-            let n = u32::try_from(n).ok()?;
-            let out = skb.crc32c_raw(crc, RX_HEADERS_LEN, n)?;
-            memo = Some((crc, out, n));
-            Some(out)
-        })?;
+pub(crate) fn check_data(skb: &SkBuff) -> Result<(), DecodeError> {
+    let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+    if !is_data(head) {
+        return Ok(());
     }
-    if let (Some((crc, out, n)), Some(m)) = (memo, skb.cb_mut().get_mut(CB_CRC..CB_CRC + 16)) {
-        for (dst, v) in m.chunks_exact_mut(4).zip([crc, out, n, CRC_MEMO_MARK]) {
-            dst.copy_from_slice(&v.to_ne_bytes());
-        }
-    }
-    Ok(())
+    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
+    mrc_proto::decode_data(head, len).map(|_| ())
 }
 
 /// Whether `head`, the first bytes of a datagram, is a valid fixed header
@@ -680,7 +632,8 @@ impl MrcNet {
         self.stats.rx_gro.count(1);
     }
 
-    /// Counts `n` datagrams with a bad UDP checksum.
+    /// Counts `n` datagrams with a bad UDP checksum, or DATA packets without
+    /// one.
     pub(crate) fn count_udp_checksum(&self, n: u32) {
         if n > 0 {
             self.stats.drop_udp_checksum.count(u64::from(n));

@@ -13,17 +13,33 @@
 //! | offset | size | field         | meaning                                                  |
 //! |-------:|-----:|---------------|----------------------------------------------------------|
 //! |      0 |    4 | `magic`       | [`MAGIC`], `0x4D524320` ("MRC ")                         |
-//! |      4 |    2 | `version`     | [`VERSION`], `1`                                         |
+//! |      4 |    2 | `version`     | [`VERSION`], `2`                                         |
 //! |      6 |    2 | `flags`       | packet type, modifiers and direction, see [`Flags`]      |
 //! |      8 |    8 | `session_id`  | random per connection, the same in both directions       |
 //! |     16 |    4 | `path_id`     | path the packet was sent on (echoed in ACKs)             |
 //! |     20 |    8 | `seq_num`     | connection-level packet sequence number                  |
 //! |     28 |    8 | `ack_num`     | cumulative ack: every seq below it has arrived           |
 //! |     36 |    4 | `payload_len` | bytes after the header, extension block included         |
-//! |     40 |    4 | `checksum`    | CRC32C of header (this field zero) and payload           |
+//! |     40 |    4 | `checksum`    | CRC32C of header (this field zero) and body, see below   |
 //!
 //! The checksum is CRC32C (Castagnoli, reflected, initial value and final xor `!0`), the same
 //! as iSCSI and the kernel's `crc32c()` wrapped in inversions; see [`crc32c`].
+//!
+//! # Checksums
+//!
+//! The checksum covers the fixed header, with the checksum field read as zero, and the body of
+//! every packet but DATA. A DATA packet's payload, the message bytes, is covered by the UDP
+//! checksum alone, as TCP's and SCTP-over-UDP's payloads are: every end sends DATA with a UDP
+//! checksum, and a receiver drops a DATA datagram that arrives without one (a zero UDP
+//! checksum, which IPv4 allows). A network adapter computes and verifies the UDP checksum, so
+//! the bytes of a message are touched only where they are copied, once at each end; a CRC32C
+//! over every payload byte, computed by the CPU at both ends, was the one pass over the data
+//! that TCP does not make. Whether the payload is covered depends on the packet type field,
+//! which the checksum covers: a flipped type bit is still caught.
+//!
+//! Neither checksum is authentication: anyone can compute both. They detect corruption. The
+//! UDP checksum, a 16-bit ones' complement sum, misses some errors that CRC32C catches (two
+//! swapped 16-bit words, for one); that is the protection TCP's payload has.
 //!
 //! # Flags
 //!
@@ -93,12 +109,12 @@
 //! [`decode`] checks, in order: length of the fixed header ([`DecodeError::Short`]), magic,
 //! version, `payload_len` against the datagram length, checksum, packet type, flags, body. A
 //! single flipped bit in a valid packet is therefore always reported, at the latest, as
-//! [`DecodeError::BadChecksum`].
+//! [`DecodeError::BadChecksum`], unless it is in a DATA packet's payload, which the UDP
+//! checksum covers (see "Checksums").
 //!
 //! [`decode_data`] makes the same checks, in the same order, for a DATA packet whose payload
-//! the caller keeps elsewhere (such as in the page fragments of a socket buffer) and
-//! checksums itself: it needs only the fixed header's bytes, and the payload's bytes are never
-//! copied.
+//! the caller keeps elsewhere (such as in the page fragments of a socket buffer): it needs only
+//! the fixed header's bytes, and the payload's bytes are never read.
 
 use core::fmt;
 
@@ -106,7 +122,7 @@ use core::fmt;
 pub const MAGIC: u32 = 0x4D52_4320;
 
 /// Value of the `version` field for the format described here.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 
 /// Length in bytes of the fixed header.
 pub const HEADER_LEN: usize = 44;
@@ -350,6 +366,12 @@ impl Flags {
     /// (accepting) end of its connection.
     pub const fn passive(self) -> bool {
         self.contains(Flags::PASSIVE)
+    }
+
+    /// Whether a packet with these flags has its body covered by the header's checksum: every
+    /// type field but DATA's, unknown ones included (see "Checksums").
+    pub const fn checksum_covers_body(self) -> bool {
+        self.0 & Flags::TYPE_MASK != PacketType::Data.to_wire()
     }
 
     /// Returns whether the flags are acceptable on the wire for a packet of type `packet_type`.
@@ -1264,13 +1286,14 @@ pub fn peek_header(buf: &[u8]) -> Result<Header, DecodeError> {
 }
 
 /// The checks [`decode`] makes before the body, in its order, of a datagram of `len` bytes
-/// that starts with `head` (at least the fixed header); `payload_crc` continues a raw CRC32C
-/// register over the `len - HEADER_LEN` bytes after the header, as [`decode_data`] describes.
-/// Returns the header and the packet type.
+/// that starts with `head` (at least the fixed header). `body` is the `len - HEADER_LEN` bytes
+/// after the header, which only a packet other than DATA needs (see "Checksums"); `None` if
+/// the caller does not have them, for which any packet other than DATA is
+/// [`DecodeError::BadBody`], after the length checks. Returns the header and the packet type.
 fn check_header(
     head: &[u8],
     len: usize,
-    payload_crc: impl FnOnce(u32, usize) -> Option<u32>,
+    body: Option<&[u8]>,
 ) -> Result<(Header, PacketType), DecodeError> {
     // A datagram shorter than the header is reported as such, whatever its bytes.
     let body_len = len.checked_sub(HEADER_LEN).ok_or(DecodeError::Short)?;
@@ -1278,11 +1301,14 @@ fn check_header(
     if usize::try_from(header.payload_len).ok() != Some(body_len) {
         return Err(DecodeError::LengthMismatch);
     }
-    // As `packet_checksum`, on the raw register: the header with the checksum field read as
-    // zero, then the payload.
-    let crc = !header_checksum(head).ok_or(DecodeError::Short)?;
-    let crc = payload_crc(crc, body_len).ok_or(DecodeError::LengthMismatch)?;
-    if !crc != stored {
+    let mut crc = header_checksum(head).ok_or(DecodeError::Short)?;
+    if header.flags.checksum_covers_body() {
+        let body = body
+            .filter(|b| b.len() == body_len)
+            .ok_or(DecodeError::BadBody)?;
+        crc = crc32c(crc, body);
+    }
+    if crc != stored {
         return Err(DecodeError::BadChecksum);
     }
     let ty = header.flags.packet_type().ok_or(DecodeError::UnknownType)?;
@@ -1297,10 +1323,7 @@ fn check_header(
 /// `buf` must be exactly one datagram (the UDP payload). The returned packet borrows variable
 /// length parts (DATA bytes, SACK bitmap, endpoint list) from `buf`.
 pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
-    let (header, ty) = check_header(buf, buf.len(), |crc, _| {
-        buf.get(HEADER_LEN..)
-            .map(|payload| crc32c_raw(crc, payload))
-    })?;
+    let (header, ty) = check_header(buf, buf.len(), buf.get(HEADER_LEN..))?;
     let payload = buf.get(HEADER_LEN..).ok_or(DecodeError::Short)?;
     let body = match ty {
         PacketType::Syn => Body::Syn(Handshake::parse(payload)?),
@@ -1335,28 +1358,21 @@ pub fn decode(buf: &[u8]) -> Result<Packet<'_>, DecodeError> {
     Ok(Packet { header, body })
 }
 
-/// Parses and fully validates a DATA datagram whose payload the caller keeps and checksums;
-/// never panics on any input.
+/// Parses and fully validates a DATA datagram whose payload the caller keeps; never panics on
+/// any input.
 ///
 /// The datagram is `len` bytes long. `head` holds its first bytes, at least the fixed header;
-/// only those [`HEADER_LEN`] bytes are read. The payload, the `n = len - HEADER_LEN` bytes after
-/// the header, stays wherever the caller keeps it (such as in the page fragments of a socket
-/// buffer): `payload_crc(crc, n)` continues the raw CRC32C register `crc` over those bytes, in
-/// the convention of [`crc32c_raw`], and returns the register, or `None` if it cannot read
-/// them all (reported as [`DecodeError::LengthMismatch`]). It is called once at most, after
-/// the length checks.
+/// only those [`HEADER_LEN`] bytes are read. The payload, the `len - HEADER_LEN` bytes after the
+/// header, stays wherever the caller keeps it (such as in the page fragments of a socket
+/// buffer): the checksum does not cover it (see "Checksums").
 ///
 /// For a DATA datagram the result is the one [`decode`] gives for the same bytes, packet or
 /// error, except that the body's [`Payload`] has no bytes, only its length. Any other
-/// datagram is rejected: with the error [`decode`] gives where that is about the header
-/// (length, magic, version, `payload_len`, checksum, type, flags), else, for a packet of
-/// another type whose header is valid, with [`DecodeError::BadBody`].
-pub fn decode_data(
-    head: &[u8],
-    len: usize,
-    payload_crc: impl FnOnce(u32, usize) -> Option<u32>,
-) -> Result<Packet<'static>, DecodeError> {
-    let (header, ty) = check_header(head, len, payload_crc)?;
+/// datagram is rejected: with the error [`decode`] gives where that is about the length,
+/// magic, version or `payload_len`, else with [`DecodeError::BadBody`] if its type field is
+/// not DATA, else with the error [`decode`] gives.
+pub fn decode_data(head: &[u8], len: usize) -> Result<Packet<'static>, DecodeError> {
+    let (header, ty) = check_header(head, len, None)?;
     if ty != PacketType::Data {
         return Err(DecodeError::BadBody);
     }
@@ -1465,18 +1481,24 @@ pub fn seal(packet: &mut [u8]) -> Result<(), EncodeError> {
     Ok(())
 }
 
-/// Returns the checksum of a datagram as the header's checksum field should hold it.
+/// Returns the checksum of a datagram as the header's checksum field should hold it: the
+/// header's, the checksum field read as zero, then the body's unless the type field says DATA
+/// (see "Checksums").
 ///
-/// The checksum field itself is read as zero. Returns `None` if `buf` is shorter than the
-/// header.
+/// Returns `None` if `buf` is shorter than the header.
 pub fn packet_checksum(buf: &[u8]) -> Option<u32> {
-    let payload = buf.get(HEADER_LEN..)?;
-    Some(crc32c(header_checksum(buf)?, payload))
+    let crc = header_checksum(buf)?;
+    let flags = Flags(u16::from_be_bytes([*buf.get(6)?, *buf.get(7)?]));
+    if flags.checksum_covers_body() {
+        Some(crc32c(crc, buf.get(HEADER_LEN..)?))
+    } else {
+        Some(crc)
+    }
 }
 
-/// Returns the [`crc32c`] of a datagram's fixed header, the checksum field read as zero: the
-/// start of [`packet_checksum`], for the payload's bytes to continue wherever they lie. `None`
-/// if `head` is shorter than the header.
+/// Returns the [`crc32c`] of a datagram's fixed header, the checksum field read as zero: all
+/// that [`packet_checksum`] covers of a DATA packet. `None` if `head` is shorter than the
+/// header.
 pub fn header_checksum(head: &[u8]) -> Option<u32> {
     let before = head.get(..CHECKSUM_OFFSET)?;
     head.get(..HEADER_LEN)?;
@@ -1486,13 +1508,16 @@ pub fn header_checksum(head: &[u8]) -> Option<u32> {
     ))
 }
 
-/// Seals a datagram whose payload is not behind its header in memory: `head` is the fixed
-/// header ([`HEADER_LEN`] bytes) and `payload_crc(crc)` returns [`crc32c`]`(crc, payload)`
-/// over the `payload_len` bytes the header names, wherever they lie. The checksum is the one
-/// [`seal`] writes for the same bytes in one buffer.
-pub fn seal_head(head: &mut [u8], payload_crc: impl FnOnce(u32) -> u32) -> Result<(), EncodeError> {
-    peek_header(head).map_err(|_| EncodeError::LengthMismatch)?;
-    let crc = payload_crc(header_checksum(head).ok_or(EncodeError::LengthMismatch)?);
+/// Seals a DATA datagram whose payload is not behind its header in memory: `head` is the fixed
+/// header ([`HEADER_LEN`] bytes), whose checksum covers it alone (see "Checksums"). The
+/// checksum is the one [`seal`] writes for the same bytes in one buffer. A header of another
+/// type is [`EncodeError::BadFlags`]: its checksum covers its body.
+pub fn seal_head(head: &mut [u8]) -> Result<(), EncodeError> {
+    let header = peek_header(head).map_err(|_| EncodeError::LengthMismatch)?;
+    if header.flags.checksum_covers_body() {
+        return Err(EncodeError::BadFlags);
+    }
+    let crc = header_checksum(head).ok_or(EncodeError::LengthMismatch)?;
     head.get_mut(CHECKSUM_OFFSET..HEADER_LEN)
         .ok_or(EncodeError::LengthMismatch)?
         .copy_from_slice(&crc.to_be_bytes());
@@ -1550,25 +1575,14 @@ fn crc_tab(slice: usize, byte: u8) -> u32 {
         .unwrap_or(0)
 }
 
-/// Updates a raw CRC32C register with `data`, without the initial and final inversions.
+/// Updates a raw CRC32C register with `data`, without the initial and final inversions
+/// (slicing by 8).
 ///
 /// This is the convention of the kernel's `crc32c(crc, p, len)`: the iSCSI checksum of `data`
-/// is `!crc32c_raw(!0, data)`. In the module it is that kernel function, which uses the CPU's
-/// CRC32 instruction where the crypto layer has a driver for it; the host build (tests, fuzzing)
-/// uses the portable [`crc32c_raw_soft`].
-#[cfg(mrc_kernel)]
-pub fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
-    crate::mrc_sys::crc32c_raw(crc, data)
-}
-
-/// See the module build's `crc32c_raw`; the host build uses [`crc32c_raw_soft`].
-#[cfg(not(mrc_kernel))]
-pub fn crc32c_raw(crc: u32, data: &[u8]) -> u32 {
-    crc32c_raw_soft(crc, data)
-}
-
-/// Portable slicing-by-8 CRC32C register update, the reference for [`crc32c_raw`].
-pub fn crc32c_raw_soft(mut crc: u32, data: &[u8]) -> u32 {
+/// is `!crc32c_raw(!0, data)`. The checksum covers headers and the bodies of control packets,
+/// at most [`MAX_CONTROL_PACKET_LEN`] bytes in all, never a DATA payload, so this portable code,
+/// the same in the module and on the host, is all it needs.
+pub fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
     let mut chunks = data.chunks_exact(8);
     for chunk in &mut chunks {
         let Ok(word) = <[u8; 8]>::try_from(chunk) else {

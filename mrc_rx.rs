@@ -6,16 +6,16 @@
 //! The tunnel socket hands over a GSO packet or GRO train as the run of
 //! datagrams it was (see "The batched datapath" in `mrc_net`). Each
 //! datagram's UDP and MRC headers are made linear, the rest only for
-//! packets other than DATA, whose payload checksum is computed here, where
+//! packets other than DATA; a DATA packet's header is checked here, where
 //! the packet arrived, whether it is then taken at once or waits for the
-//! task that holds its socket; consecutive datagrams for one connection go to
-//! it together ([`mrc_sock::input`]), after one session lookup. A SYN goes
+//! task that holds its socket, and one that came without a UDP checksum,
+//! the only check of its payload, is dropped (`drop_udp_checksum`);
+//! consecutive datagrams for one connection go to it together
+//! ([`mrc_sock::input`]), after one session lookup. A SYN goes
 //! to the listener of its port; a packet for no connection is answered
 //! with a rate-limited RST.
 
-use crate::mrc_net::{
-    check_data, clear_crc_memo, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN,
-};
+use crate::mrc_net::{check_data, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
 use crate::mrc_proto::{self, Body, Header, PacketType, SynId};
 use crate::mrc_sock::{self, SynAdmit};
 use crate::mrc_sys::{self, EncapHandler, SkBuff, SkbList, Sock, SockRef};
@@ -39,7 +39,6 @@ impl EncapHandler for MrcNet {
             // copied once, to the reader; other packets are small and are
             // made linear whole (see `decode_datagram`). A datagram whose
             // fixed header is not valid needs no more than that header.
-            clear_crc_memo(&mut skb);
             if !skb.pull(len.min(RX_HEADERS_LEN)) {
                 self.count_no_memory();
                 continue;
@@ -49,14 +48,18 @@ impl EncapHandler for MrcNet {
                 self.receive_unregistered(skb);
                 continue;
             };
-            if h.packet_type() != Some(PacketType::Data) && !skb.pull(len) {
-                self.count_no_memory();
+            if h.packet_type() != Some(PacketType::Data) {
+                if !skb.pull(len) {
+                    self.count_no_memory();
+                    continue;
+                }
+            } else if skb.udp_checksum_absent() {
+                // The UDP checksum is all that covers a DATA payload
+                // (see "Checksums" in `mrc_proto`).
+                self.count_udp_checksum(1);
                 continue;
             }
-            // A DATA payload's checksum is computed here, in softirq where
-            // the packet arrived, even if it then waits in its socket's
-            // backlog for the task that holds the socket (`check_data`).
-            if let Err(e) = check_data(&mut skb) {
+            if let Err(e) = check_data(&skb) {
                 self.count_decode_drop(e);
                 continue;
             }

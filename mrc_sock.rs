@@ -804,8 +804,7 @@ impl Session {
         };
         let planned = &self.txbuf;
         net.queue_data(chain, dest, msg, d.offset, d.len, |head| {
-            mrc_conn::emit_data_head(head, planned, tx, |crc| msg.crc32c(crc, d.offset, d.len))
-                .is_ok()
+            mrc_conn::emit_data_head(head, planned, tx).is_ok()
         });
     }
 
@@ -1194,8 +1193,8 @@ fn input_one(
 ) -> Option<(Header, UdpAddrs)> {
     let total = skb.len();
     let ce = skb.ecn_ce();
-    // A DATA packet's payload is checksummed where it lies and never made
-    // linear: only its headers are (`decode_datagram`).
+    // A DATA packet's payload is never made linear: only its headers are
+    // (`decode_datagram`).
     let pkt = match crate::mrc_net::decode_datagram(&skb) {
         Err(e) => {
             net.count_decode_drop(e);

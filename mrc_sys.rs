@@ -616,19 +616,16 @@ impl SkBuff {
         }
     }
 
-    /// Continues the raw CRC32C register `crc` (as [`crc32c_raw`]) over the
-    /// `len` bytes from `offset` (counted from `data`), wherever they lie:
-    /// linear area or page fragments. Nothing is copied or made linear.
-    /// `None` if the packet holds fewer bytes or some cannot be read.
-    pub(crate) fn crc32c_raw(&self, crc: u32, offset: u32, len: u32) -> Option<u32> {
-        let mut crc = crc;
-        // SAFETY: valid per the type invariant, and `crc` is a valid `u32`
-        // to update. The helper checks `offset` and `len` against the
-        // packet's length, only reads its data (mapping fragment pages for
-        // the time of the read) and changes no field of it, so views such
-        // as `linear()` stay valid. Any context.
-        let ok = unsafe { bindings::mrc_skb_crc32c(self.0.as_ptr(), offset, len, &mut crc) };
-        ok.then_some(crc)
+    /// Whether the packet, its data at the UDP header, came without a UDP
+    /// checksum: a zero checksum field (RFC 768; IPv4 allows it), unless
+    /// this host sent it with the checksum left to offload
+    /// (`CHECKSUM_PARTIAL`), whose field holds the pseudo-header's sum,
+    /// which may be zero. False if the UDP header is not in the linear part.
+    pub(crate) fn udp_checksum_absent(&self) -> bool {
+        let zero = self.linear().get(6..8) == Some(&[0u8, 0][..]);
+        // SAFETY: valid per the type invariant; the helper only reads
+        // `ip_summed`. Any context.
+        zero && !unsafe { bindings::mrc_skb_csum_partial(self.0.as_ptr()) }
     }
 }
 
@@ -885,18 +882,6 @@ impl MsgBuf {
     /// Whether bytes `off..off + len` are in the message.
     pub(crate) fn holds(&self, off: u32, len: u32) -> bool {
         off.checked_add(len).is_some_and(|e| e <= self.len)
-    }
-
-    /// [`crate::mrc_proto::crc32c`]`(crc, bytes)` of bytes `off..off + len`,
-    /// which must be in the message.
-    pub(crate) fn crc32c(&self, crc: u32, off: u32, len: u32) -> u32 {
-        let mut raw = !crc;
-        for p in self.range(off, len) {
-            // SAFETY: the piece's page is referenced by `self` (type
-            // invariant) and holds `p.len` bytes from `p.off`.
-            raw = unsafe { bindings::mrc_page_crc32c(raw, p.page.as_ptr(), p.off, p.len) };
-        }
-        !raw
     }
 }
 
@@ -1700,18 +1685,6 @@ impl Counter {
 }
 
 // --- Time and randomness ----------------------------------------------------------
-
-/// The kernel's CRC32C (`crc32c()` of `<linux/crc32c.h>`): updates the raw
-/// register `crc` with `data`, without initial or final inversion.
-pub(crate) fn crc32c_raw(mut crc: u32, data: &[u8]) -> u32 {
-    // The length argument is 32 bits; longer input goes in pieces.
-    for piece in data.chunks(1 << 30) {
-        // SAFETY: `piece` is valid for reads of its length, which fits in
-        // `c_uint`; `crc32c` only reads it. Any context.
-        crc = unsafe { bindings::crc32c(crc, piece.as_ptr().cast(), piece.len() as c_uint) };
-    }
-    crc
-}
 
 /// Monotonic time in nanoseconds.
 pub(crate) fn now_ns() -> u64 {

@@ -4,7 +4,6 @@
  * whose types and functions mrc_sys.rs wraps, and the C helpers for
  * static inline functions that Rust cannot call directly.
  */
-#include <linux/crc32c.h>
 #include <linux/errno.h>
 #include <linux/module.h>
 #include <linux/net.h>

@@ -98,7 +98,6 @@ void *mrc_skb_put_data(struct sk_buff *skb, const void *data, unsigned int len);
 int mrc_msg_copy_piece(struct sock *sk, struct msghdr *msg, unsigned int len,
 		       struct page **page, unsigned int *off);
 void mrc_put_page(struct page *page);
-u32 mrc_page_crc32c(u32 crc, struct page *page, unsigned int off, unsigned int len);
 bool mrc_skb_add_page(struct sk_buff *skb, struct page *page, unsigned int off,
 		      unsigned int len);
 unsigned int mrc_skb_free_frags(const struct sk_buff *skb);
@@ -169,7 +168,7 @@ struct sk_buff *mrc_skb_queue_next(struct sk_buff_head *q, struct sk_buff *skb,
 				   struct sk_buff **last);
 u32 mrc_skb_queue_len(const struct sk_buff_head *q);
 int mrc_skb_copy_datagram_msg(const struct sk_buff *skb, int off, struct msghdr *msg, int len);
-bool mrc_skb_crc32c(struct sk_buff *skb, unsigned int offset, unsigned int len, u32 *crc);
+bool mrc_skb_csum_partial(const struct sk_buff *skb);
 void mrc_skb_queue_purge(struct sk_buff_head *q);
 /* consume_skb(), an inline without CONFIG_TRACEPOINTS. */
 void mrc_consume_skb(struct sk_buff *skb);

@@ -18,8 +18,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from mrc_util import (HDR, MAGIC, PASSIVE, crc32c, mrc_accept,  # noqa: E402
-                      mrc_bind, mrc_connect, mrc_socket)
+from mrc_util import (HDR, MAGIC, PASSIVE, VERSION, covered, crc32c,  # noqa: E402
+                      mrc_accept, mrc_bind, mrc_connect, mrc_socket)
 
 TYPES = {"syn": 1, "syn_ack": 2, "ack": 3, "data": 4, "fin": 5, "rst": 6,
          "probe": 7, "probe_ack": 8}
@@ -35,9 +35,9 @@ def rand64(limit=1 << 62):
 
 
 def seal(flags, sid, path, seq, ack, body, crc=crc32c):
-    hdr = HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body), 0)
-    return HDR.pack(MAGIC, 1, flags, sid, path, seq, ack, len(body),
-                    crc(hdr + body)) + body
+    hdr = HDR.pack(MAGIC, VERSION, flags, sid, path, seq, ack, len(body), 0)
+    return HDR.pack(MAGIC, VERSION, flags, sid, path, seq, ack, len(body),
+                    crc(covered(hdr, body))) + body
 
 
 def _crc_table():

@@ -4,7 +4,7 @@
 # Malformed datagrams at the MRC port, over IPv4 and IPv6 through a veth
 # pair: each is counted under its exact reason and dropped; well-formed
 # packets for an unknown session are answered with an RST, as fast as the
-# rate limit allows.
+# rate limit allows; DATA without a UDP checksum is dropped.
 #
 #   ns a                         ns b
 #   veth-a 10.77.0.1/24  <--->   veth-b 10.77.0.2/24
@@ -51,6 +51,18 @@ for dst in 10.77.0.2 fd77::2; do
 	mrc_check "RST for an unknown session from $dst" "rst ok" "$(ip netns exec "$a" $MRC_UTIL rst "$dst" "$port")"
 done
 mrc_check "tx_rst after the two probes" $((rst + 2)) "$(mrc_stat "$b" tx_rst)"
+
+# DATA without a UDP checksum (a zero one, which IPv4 allows): MRC's own
+# checksum leaves a DATA payload to the UDP checksum, so such a packet is
+# dropped as one with a bad UDP checksum, before any session lookup.
+udp0=$(mrc_stat "$b" drop_udp_checksum)
+nos0=$(mrc_stat "$b" drop_no_session)
+ip netns exec "$a" $MRC_UTIL garbage 10.77.0.2 "$port" "$count" --classes no_session \
+	--no-udp-checksum >/dev/null
+mrc_wait_for 5 mrc_stat_cmp "$b" drop_udp_checksum -ge $((udp0 + count))
+mrc_check "DATA without a UDP checksum dropped as such" "$count" \
+	$(($(mrc_stat "$b" drop_udp_checksum) - udp0))
+mrc_check "and not looked up" "$nos0" "$(mrc_stat "$b" drop_no_session)"
 
 mrc_cleanup
 mrc_run "rmmod after the flood" rmmod mrc

@@ -91,6 +91,7 @@ def cmd_create(_args):
 # --- garbage datagrams ----------------------------------------------------
 
 MAGIC = 0x4D524320
+VERSION = 2
 HDR = struct.Struct("!IHHQIQQII")  # 44 bytes
 TYPE_DATA = 4
 TYPE_FIN = 5
@@ -107,11 +108,18 @@ def crc32c(data, crc=0xFFFFFFFF):
     return crc ^ 0xFFFFFFFF
 
 
-def packet(magic=MAGIC, version=1, flags=TYPE_DATA | FIRST_LAST, payload=b"x" * 16,
+def covered(hdr, body):
+    """The bytes the checksum covers: the header (checksum field zero) and the
+    body, but for DATA, whose payload the UDP checksum covers."""
+    flags = struct.unpack_from("!H", hdr, 6)[0]
+    return hdr if flags & 0xF == TYPE_DATA else hdr + body
+
+
+def packet(magic=MAGIC, version=VERSION, flags=TYPE_DATA | FIRST_LAST, payload=b"x" * 16,
            bad_crc=False, len_delta=0):
     plen = len(payload) + len_delta
     hdr = HDR.pack(magic, version, flags, 0x1122334455667788, 0, 1, 0, plen, 0)
-    crc = crc32c(hdr + payload)
+    crc = crc32c(covered(hdr, payload))
     if bad_crc:
         crc ^= 1
     return HDR.pack(magic, version, flags, 0x1122334455667788, 0, 1, 0, plen,
@@ -121,7 +129,8 @@ def packet(magic=MAGIC, version=1, flags=TYPE_DATA | FIRST_LAST, payload=b"x" * 
 CLASSES = {
     "short": lambda i: os.urandom(i % 43 + 1),
     "bad_magic": lambda i: packet(magic=MAGIC ^ (i + 1)),
-    "bad_version": lambda i: packet(version=2 + i % 100),
+    # 1 is the version whose checksum covered a DATA payload.
+    "bad_version": lambda i: packet(version=(1, 3 + i % 100)[i % 2]),
     "length_mismatch": lambda i: packet(len_delta=1 + i % 8),
     "bad_checksum": lambda i: packet(bad_crc=True),
     # Types 1 to 9 are known (9 is RETRY); the type field is 4 bits.
@@ -132,10 +141,16 @@ CLASSES = {
 }
 
 
+SO_NO_CHECK = 11
+
+
 def cmd_garbage(args):
-    """Sends COUNT datagrams of each class to ADDR:PORT; prints what was sent."""
+    """Sends COUNT datagrams of each class to ADDR:PORT; prints what was sent.
+    With --no-udp-checksum (IPv4), the datagrams carry a zero UDP checksum."""
     fam = socket.AF_INET6 if ":" in args.addr else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_DGRAM)
+    if args.no_udp_checksum:
+        s.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
     sent_bytes = 0
     for name in args.classes.split(","):
         for i in range(args.count):
@@ -157,17 +172,17 @@ def cmd_rst(args):
     s.settimeout(5)
     session, path, seq, ack = 0x0123456789ABCDEF, 7, 1000, 42
     payload = b"hello"
-    hdr = HDR.pack(MAGIC, 1, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
+    hdr = HDR.pack(MAGIC, VERSION, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
                    len(payload), 0)
-    crc = crc32c(hdr + payload)
-    s.sendto(HDR.pack(MAGIC, 1, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
+    crc = crc32c(covered(hdr, payload))
+    s.sendto(HDR.pack(MAGIC, VERSION, TYPE_DATA | FIRST_LAST, session, path, seq, ack,
                       len(payload), crc) + payload, (args.addr, args.port))
     data, peer = s.recvfrom(2048)
     m, v, flags, sid, pid, rseq, rack, plen, rcrc = HDR.unpack(data[:HDR.size])
     zeroed = data[:40] + b"\0\0\0\0" + data[44:]
     checks = {
         "length": len(data) == HDR.size and plen == 0,
-        "magic": m == MAGIC and v == 1,
+        "magic": m == MAGIC and v == VERSION,
         "checksum": rcrc == crc32c(zeroed),
         # The DATA came from a connecting end (no PASSIVE bit): the answer
         # goes to it, from the accepting side.
@@ -1148,6 +1163,7 @@ def main():
     c.add_argument("port", type=int)
     c.add_argument("count", type=int)
     c.add_argument("--classes", default=",".join(CLASSES))
+    c.add_argument("--no-udp-checksum", action="store_true")
     c.set_defaults(fn=cmd_garbage)
     for name, fn in (("api-server", cmd_api_server), ("api-client", cmd_api_client)):
         c = sub.add_parser(name)

@@ -92,10 +92,7 @@ fn drain_tx(c: &mut Conn, now: u64) -> Vec<(Transmit, Vec<u8>)> {
                 // The glue writes the header alone and leaves the payload where it is: the
                 // same bytes, checksum included.
                 let mut head = [0u8; HEADER_LEN];
-                mrc_conn::emit_data_head(&mut head, &buf, &tx, |crc| {
-                    mrc_proto::crc32c(crc, &payload)
-                })
-                .unwrap();
+                mrc_conn::emit_data_head(&mut head, &buf, &tx).unwrap();
                 let len = mrc_conn::finish_data(&mut buf, &tx, &payload).unwrap();
                 assert_eq!(
                     head,
@@ -3945,29 +3942,28 @@ fn emit_data_head_seals_a_header_for_a_payload_elsewhere() {
     let tx = client.poll_transmit(0, &mut buf).unwrap();
     assert!(tx.data.is_some());
     let payload = [7u8; 100];
-    let crc = |c| mrc_proto::crc32c(c, &payload);
     for len in [HEADER_LEN - 1, HEADER_LEN + 1, 0] {
         let mut head = vec![0u8; len];
         assert!(
-            mrc_conn::emit_data_head(&mut head, &buf, &tx, crc).is_err(),
+            mrc_conn::emit_data_head(&mut head, &buf, &tx).is_err(),
             "length {len}"
         );
     }
     let mut head = [0u8; HEADER_LEN];
-    mrc_conn::emit_data_head(&mut head, &buf, &tx, crc).unwrap();
+    mrc_conn::emit_data_head(&mut head, &buf, &tx).unwrap();
     let mut pkt = head.to_vec();
     pkt.extend_from_slice(&payload);
     assert_eq!(
         mrc_proto::decode(&pkt).unwrap().body,
         mrc_proto::Body::data(&payload[..])
     );
-    // A checksum over other bytes than the payload sent does not decode.
-    mrc_conn::emit_data_head(&mut head, &buf, &tx, |c| mrc_proto::crc32c(c, &[8u8; 100])).unwrap();
+    // A header whose fields differ from the plan's does not decode.
+    head[20] ^= 1;
     pkt[..HEADER_LEN].copy_from_slice(&head);
     assert!(mrc_proto::decode(&pkt).is_err());
     // A control packet's plan is not a DATA packet's.
     let ack = mrc_conn::Transmit { data: None, ..tx };
-    assert!(mrc_conn::emit_data_head(&mut head, &buf, &ack, crc).is_err());
+    assert!(mrc_conn::emit_data_head(&mut head, &buf, &ack).is_err());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -114,6 +114,57 @@ fn crc32c_chains_and_raw_convention() {
 
 // --- Round trips ----------------------------------------------------------------------------
 
+/// The fixed header of `header()` with the given flags bytes and `payload_len`, the checksum
+/// field zero, spelled out byte by byte.
+fn golden_head(flags: [u8; 2], payload_len: u8) -> Vec<u8> {
+    vec![
+        0x4D,
+        0x52,
+        0x43,
+        0x20, // magic
+        0x00,
+        0x02, // version
+        flags[0],
+        flags[1], // flags
+        0x01,
+        0x02,
+        0x03,
+        0x04,
+        0x05,
+        0x06,
+        0x07,
+        0x08, // session_id
+        0x11,
+        0x22,
+        0x33,
+        0x44, // path_id
+        0xA1,
+        0xA2,
+        0xA3,
+        0xA4,
+        0xA5,
+        0xA6,
+        0xA7,
+        0xA8, // seq
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0x03,
+        0xE8, // ack
+        0,
+        0,
+        0,
+        payload_len, // payload_len
+        0,
+        0,
+        0,
+        0, // checksum
+    ]
+}
+
 #[test]
 fn golden_fin_layout() {
     let h = Header {
@@ -121,19 +172,26 @@ fn golden_fin_layout() {
         ..header()
     };
     let bytes = round_trip(&h, &Body::Fin);
-    let mut want = vec![
-        0x4D, 0x52, 0x43, 0x20, // magic
-        0x00, 0x01, // version
-        0x00, 0x05, // flags: FIN
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session_id
-        0x11, 0x22, 0x33, 0x44, // path_id
-        0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8, // seq
-        0, 0, 0, 0, 0, 0, 0x03, 0xE8, // ack
-        0, 0, 0, 0, // payload_len
-        0, 0, 0, 0, // checksum, filled below
-    ];
+    // flags: FIN
+    let mut want = golden_head([0x00, 0x05], 0);
     let crc = crc32c_reference(&want);
     want[40..44].copy_from_slice(&crc.to_be_bytes());
+    assert_eq!(bytes, want);
+}
+
+#[test]
+fn golden_data_layout() {
+    // A DATA packet's checksum covers its header alone (see "Checksums").
+    let h = Header {
+        flags: Flags::FIRST | Flags::LAST,
+        ..header()
+    };
+    let bytes = round_trip(&h, &Body::data(b"hi!"));
+    // flags: FIRST | LAST | DATA
+    let mut want = golden_head([0x03, 0x04], 3);
+    let crc = crc32c_reference(&want);
+    want[40..44].copy_from_slice(&crc.to_be_bytes());
+    want.extend_from_slice(b"hi!");
     assert_eq!(bytes, want);
 }
 
@@ -145,17 +203,8 @@ fn golden_passive_layout() {
         ..header()
     };
     let bytes = round_trip(&h, &Body::Rst);
-    let mut want = vec![
-        0x4D, 0x52, 0x43, 0x20, // magic
-        0x00, 0x01, // version
-        0x14, 0x06, // flags: PASSIVE | ECE | RST
-        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, // session_id
-        0x11, 0x22, 0x33, 0x44, // path_id
-        0xA1, 0xA2, 0xA3, 0xA4, 0xA5, 0xA6, 0xA7, 0xA8, // seq
-        0, 0, 0, 0, 0, 0, 0x03, 0xE8, // ack
-        0, 0, 0, 0, // payload_len
-        0, 0, 0, 0, // checksum, filled below
-    ];
+    // flags: PASSIVE | ECE | RST
+    let mut want = golden_head([0x14, 0x06], 0);
     let crc = crc32c_reference(&want);
     want[40..44].copy_from_slice(&crc.to_be_bytes());
     assert_eq!(bytes, want);
@@ -576,11 +625,14 @@ fn err_bad_magic() {
 
 #[test]
 fn err_bad_version() {
-    let mut bytes = valid(&Body::Fin);
-    set_u16(&mut bytes, 4, 2);
-    reseal(&mut bytes);
-    assert_eq!(decode(&bytes), Err(DecodeError::BadVersion));
-    assert_eq!(peek_header(&bytes), Err(DecodeError::BadVersion));
+    // Version 1 covered every DATA payload with the checksum.
+    for v in [0, 1, 3, u16::MAX] {
+        let mut bytes = valid(&Body::Fin);
+        set_u16(&mut bytes, 4, v);
+        reseal(&mut bytes);
+        assert_eq!(decode(&bytes), Err(DecodeError::BadVersion), "version {v}");
+        assert_eq!(peek_header(&bytes), Err(DecodeError::BadVersion));
+    }
 }
 
 #[test]
@@ -602,12 +654,51 @@ fn err_length_mismatch() {
 
 #[test]
 fn err_bad_checksum() {
+    // The header of every packet is covered...
     let mut bytes = valid(&Body::data(b"abcd"));
-    *bytes.last_mut().unwrap() ^= 0x80;
+    bytes[20] ^= 0x80;
     assert_eq!(decode(&bytes), Err(DecodeError::BadChecksum));
     let mut bytes = valid(&Body::Fin);
     bytes[41] ^= 0x10;
     assert_eq!(decode(&bytes), Err(DecodeError::BadChecksum));
+    // ...and the body of every packet but DATA.
+    let mut bytes = valid(&Body::Probe(Probe { nonce: 7, ts: 9 }));
+    *bytes.last_mut().unwrap() ^= 0x80;
+    assert_eq!(decode(&bytes), Err(DecodeError::BadChecksum));
+    let mut bytes = valid(&Body::Ack(Sack::new(0, 100, 1000, &[0x05])));
+    *bytes.last_mut().unwrap() ^= 0x02;
+    assert_eq!(decode(&bytes), Err(DecodeError::BadChecksum));
+}
+
+#[test]
+fn a_data_payload_is_left_to_the_udp_checksum() {
+    let bytes = valid(&Body::data(b"abcd"));
+    let mut flipped = bytes.clone();
+    *flipped.last_mut().unwrap() ^= 0x80;
+    let pkt = decode(&flipped).expect("a DATA payload is not covered");
+    assert_eq!(pkt.body, Body::data(b"abc\xe4"));
+    // The checksum is the header's alone, whatever the payload.
+    assert_eq!(packet_checksum(&bytes), packet_checksum(&flipped));
+    assert_eq!(packet_checksum(&bytes), header_checksum(&bytes));
+    // The type field is covered: a DATA packet cannot pass for another type, whose body the
+    // checksum covers, or the other way round.
+    let mut other = bytes.clone();
+    set_u16(&mut other, 6, PacketType::Ack.to_wire());
+    assert_eq!(decode(&other), Err(DecodeError::BadChecksum));
+    let mut fin = valid(&Body::Fin);
+    set_u16(&mut fin, 6, PacketType::Data.to_wire());
+    assert_eq!(decode(&fin), Err(DecodeError::BadChecksum));
+    // A header sealed for a payload elsewhere is what `seal` writes for the whole packet.
+    let mut head = bytes[..HEADER_LEN].to_vec();
+    head[40..44].fill(0);
+    seal_head(&mut head).unwrap();
+    assert_eq!(head, bytes[..HEADER_LEN]);
+    // Only a DATA header: another's checksum covers its body.
+    let mut ack = valid(&Body::Ack(Sack::new(0, 100, 1000, &[])));
+    assert_eq!(
+        seal_head(&mut ack[..HEADER_LEN]),
+        Err(EncodeError::BadFlags)
+    );
 }
 
 #[test]
@@ -1001,16 +1092,9 @@ fn loopback_and_link_local_endpoints_need_a_like_handshake_address() {
 // --- DATA with the payload elsewhere --------------------------------------------------------
 
 /// `decode_data` on `bytes` as a socket buffer would give them: the fixed header (or what
-/// there is of it) at hand, the payload checksummed where it lies, in pieces of `piece` bytes.
-fn decode_split(bytes: &[u8], piece: usize) -> Result<Packet<'static>, DecodeError> {
-    let head = &bytes[..bytes.len().min(HEADER_LEN)];
-    decode_data(head, bytes.len(), |mut crc, n| {
-        let payload = bytes.get(HEADER_LEN..)?.get(..n)?;
-        for p in payload.chunks(piece.max(1)) {
-            crc = crc32c_raw(crc, p);
-        }
-        Some(crc)
-    })
+/// there is of it) at hand, the payload elsewhere.
+fn decode_split(bytes: &[u8]) -> Result<Packet<'static>, DecodeError> {
+    decode_data(&bytes[..bytes.len().min(HEADER_LEN)], bytes.len())
 }
 
 #[test]
@@ -1024,21 +1108,17 @@ fn decode_data_accepts_what_decode_accepts() {
             let h = Header { flags, ..header() };
             let bytes = enc(&h, &Body::data(payload));
             let full = decode(&bytes).expect("decode");
-            for piece in [1, 7, 64, 4096] {
-                let pkt = decode_split(&bytes, piece).expect("decode_data");
-                assert_eq!(pkt.header, full.header);
-                let Body::Data(d) = pkt.body else {
-                    panic!("not DATA: {:?}", pkt.body);
-                };
-                assert_eq!(d.len(), payload.len());
-                assert_eq!(d.is_empty(), payload.is_empty());
-                assert_eq!(d.bytes(), None);
-                assert_eq!(pkt.body.wire_len(), Some(payload.len()));
-            }
+            let pkt = decode_split(&bytes).expect("decode_data");
+            assert_eq!(pkt.header, full.header);
+            let Body::Data(d) = pkt.body else {
+                panic!("not DATA: {:?}", pkt.body);
+            };
+            assert_eq!(d.len(), payload.len());
+            assert_eq!(d.is_empty(), payload.is_empty());
+            assert_eq!(d.bytes(), None);
+            assert_eq!(pkt.body.wire_len(), Some(payload.len()));
             // Bytes after the header in `head` are not read.
-            let pkt = decode_data(&bytes, bytes.len(), |crc, n| {
-                Some(crc32c_raw(crc, &bytes[HEADER_LEN..HEADER_LEN + n]))
-            });
+            let pkt = decode_data(&bytes, bytes.len());
             assert_eq!(pkt.map(|p| p.header), Ok(full.header));
         }
     }
@@ -1047,7 +1127,7 @@ fn decode_data_accepts_what_decode_accepts() {
 #[test]
 fn decode_data_rejects_a_bad_checksum() {
     let bytes = valid(&Body::data(b"abcdefgh"));
-    for i in (0..bytes.len()).filter(|i| !(4..8).contains(i) && !(36..40).contains(i)) {
+    for i in (0..HEADER_LEN).filter(|i| !(4..8).contains(i) && !(36..40).contains(i)) {
         let mut bad = bytes.clone();
         bad[i] ^= 0x04;
         let want = if i < 4 {
@@ -1055,14 +1135,9 @@ fn decode_data_rejects_a_bad_checksum() {
         } else {
             DecodeError::BadChecksum
         };
-        assert_eq!(decode_split(&bad, 3), Err(want), "byte {i}");
+        assert_eq!(decode_split(&bad), Err(want), "byte {i}");
         assert_eq!(decode(&bad), Err(want), "byte {i}");
     }
-    // A payload reader that returns a wrong register.
-    assert_eq!(
-        decode_data(&bytes, bytes.len(), |crc, _| Some(crc ^ 1)),
-        Err(DecodeError::BadChecksum)
-    );
 }
 
 #[test]
@@ -1070,42 +1145,29 @@ fn decode_data_rejects_a_wrong_length() {
     let mut bytes = valid(&Body::data(b"abcd"));
     // The datagram is shorter or longer than the header says.
     assert_eq!(
-        decode_split(&bytes[..bytes.len() - 1], 2),
+        decode_split(&bytes[..bytes.len() - 1]),
         Err(DecodeError::LengthMismatch)
     );
     let head = bytes[..HEADER_LEN].to_vec();
     for len in [HEADER_LEN, HEADER_LEN + 3, HEADER_LEN + 5, usize::MAX] {
-        let called = std::cell::Cell::new(false);
-        let got = decode_data(&head, len, |crc, _| {
-            called.set(true);
-            Some(crc)
-        });
-        assert_eq!(got, Err(DecodeError::LengthMismatch), "len {len}");
-        assert!(!called.get(), "payload read for a wrong length");
+        assert_eq!(
+            decode_data(&head, len),
+            Err(DecodeError::LengthMismatch),
+            "len {len}"
+        );
     }
-    // The payload cannot be read.
-    assert_eq!(
-        decode_data(&head, bytes.len(), |_, _| None),
-        Err(DecodeError::LengthMismatch)
-    );
-    // The reader is asked for exactly the payload.
-    let mut asked = 0;
-    let _ = decode_data(&head, bytes.len(), |crc, n| {
-        asked = n;
-        Some(crc)
-    });
-    assert_eq!(asked, 4);
+    assert!(decode_data(&head, bytes.len()).is_ok());
     // Shorter than a header, or no header at hand.
     for n in 0..HEADER_LEN {
-        assert_eq!(decode_split(&bytes[..n], 1), Err(DecodeError::Short));
+        assert_eq!(decode_split(&bytes[..n]), Err(DecodeError::Short));
         assert_eq!(
-            decode_data(&bytes[..n], bytes.len(), |crc, _| Some(crc)),
+            decode_data(&bytes[..n], bytes.len()),
             Err(DecodeError::Short)
         );
     }
     // Huge payload_len.
     set_u32(&mut bytes, 36, u32::MAX);
-    assert_eq!(decode_split(&bytes, 2), Err(DecodeError::LengthMismatch));
+    assert_eq!(decode_split(&bytes), Err(DecodeError::LengthMismatch));
 }
 
 #[test]
@@ -1125,33 +1187,35 @@ fn decode_data_rejects_other_types() {
         let bytes = valid(&body);
         assert!(decode(&bytes).is_ok());
         assert_eq!(
-            decode_split(&bytes, 5),
+            decode_split(&bytes),
             Err(DecodeError::BadBody),
             "{:?}",
             body.packet_type()
         );
     }
-    // A DATA header with another type value: unknown, or the checks of its type.
+    // A DATA header with another type value, unknown ones included: not DATA, whose checksum
+    // would cover a body that is not at hand; `decode` sees the unknown type.
     for t in [0u16, 10, 15] {
         let mut bytes = valid(&Body::data(b"abcd"));
         set_u16(&mut bytes, 6, t);
         reseal(&mut bytes);
-        assert_eq!(decode_split(&bytes, 1), Err(DecodeError::UnknownType));
+        assert_eq!(decode(&bytes), Err(DecodeError::UnknownType));
+        assert_eq!(decode_split(&bytes), Err(DecodeError::BadBody));
     }
     let mut bytes = valid(&Body::data(b"abcd"));
     set_u16(&mut bytes, 6, PacketType::Data.to_wire() | Flags::NACK.0);
     reseal(&mut bytes);
-    assert_eq!(decode_split(&bytes, 1), Err(DecodeError::BadFlags));
+    assert_eq!(decode_split(&bytes), Err(DecodeError::BadFlags));
     set_u16(&mut bytes, 6, PacketType::Fin.to_wire());
     reseal(&mut bytes);
     assert_eq!(decode(&bytes), Err(DecodeError::BadBody));
-    assert_eq!(decode_split(&bytes, 1), Err(DecodeError::BadBody));
+    assert_eq!(decode_split(&bytes), Err(DecodeError::BadBody));
 }
 
 #[test]
 fn a_payload_without_bytes_does_not_encode() {
     let bytes = valid(&Body::data(b"abcd"));
-    let pkt = decode_split(&bytes, 4).expect("decode_data");
+    let pkt = decode_split(&bytes).expect("decode_data");
     let mut out = vec![0u8; 256];
     assert_eq!(
         encode(&pkt.header, &pkt.body, &mut out),

@@ -111,7 +111,11 @@ fn random_runs(range: std::ops::Range<u64>) {
     for seed in range {
         let (sim, done) = random_run(seed);
         assert_clean(&sim, done);
-        assert_eq!(sim.net.decode_errors, sim.net.corrupted, "seed {seed}");
+        assert_eq!(
+            sim.net.decode_errors + sim.net.udp_checksum_drops,
+            sim.net.corrupted,
+            "seed {seed}"
+        );
         corrupted += sim.net.corrupted;
         for n in &sim.nodes {
             msgs += n.received.len();

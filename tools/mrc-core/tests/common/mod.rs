@@ -8,10 +8,12 @@
 //! delay, jitter, loss, duplication, corruption, reordering and outage schedule. Everything
 //! runs in virtual nanoseconds off one seeded generator, so a seed replays exactly.
 //!
-//! Corrupted datagrams get one byte flipped and are fed to the decoder, which must reject them;
-//! the simulator counts decode errors and never hands such a packet to the core. As in the
-//! module, a DATA packet is decoded by `mrc_proto::decode_data`, its payload checksummed where
-//! it lies and kept by the glue, and every other packet by `mrc_proto::decode`; every DATA
+//! Corrupted datagrams get one byte flipped. One flipped in a DATA payload, which MRC's
+//! checksum leaves to the UDP checksum, is dropped as the receiver's UDP layer would drop it
+//! (a UDP checksum catches every single flipped byte); any other is fed to the decoder, which
+//! must reject it. The simulator counts both and never hands such a packet to the core. As in
+//! the module, a DATA packet is decoded by `mrc_proto::decode_data` from its header, its
+//! payload kept by the glue, and every other packet by `mrc_proto::decode`; every DATA
 //! datagram also goes through `decode`, which must agree.
 //!
 //! Shared by the simulator tests (and meant for later multipath tests), so not every item is
@@ -273,6 +275,9 @@ pub struct NetStats {
     pub corrupted: u64,
     /// Datagrams `decode` rejected.
     pub decode_errors: u64,
+    /// Corrupted datagrams whose flipped byte was in a DATA payload, dropped by the UDP
+    /// checksum.
+    pub udp_checksum_drops: u64,
     /// Datagrams delivered to a core.
     pub delivered: u64,
     /// Datagrams dropped because a bottleneck queue was full.
@@ -702,8 +707,15 @@ impl Sim {
             if self.rng.chance(link.corrupt_ppm) && !b.is_empty() {
                 let i = self.rng.below(b.len() as u64) as usize;
                 let flip = 1 + self.rng.below(255) as u8;
+                let in_payload = i >= HEADER_LEN
+                    && mrc_proto::peek_header(&b)
+                        .is_ok_and(|h| h.packet_type() == Some(PacketType::Data));
                 b[i] ^= flip;
                 self.net.corrupted += 1;
+                if in_payload {
+                    self.net.udp_checksum_drops += 1;
+                    continue;
+                }
             }
             let mut at = depart + delay_ns + self.rng.below(link.jitter_ns + 1);
             if self.rng.chance(link.reorder_ppm) {
@@ -740,8 +752,7 @@ impl Sim {
     }
 
     /// Decodes a datagram as the module does: a DATA packet (by its type field) with
-    /// `decode_data`, which reads only the header and has the payload checksummed where it
-    /// lies, any other with `decode`. Records a violation where `decode_data` and `decode`
+    /// `decode_data`, which reads only the header, any other with `decode`. Records a violation where `decode_data` and `decode`
     /// disagree on a DATA datagram.
     fn decode_as_module<'a>(&mut self, bytes: &'a [u8]) -> Result<Packet<'a>, DecodeError> {
         let decoded = mrc_proto::decode(bytes);
@@ -751,10 +762,7 @@ impl Sim {
             return decoded;
         }
         let head = bytes.get(..HEADER_LEN).unwrap_or(bytes);
-        let fast = mrc_proto::decode_data(head, bytes.len(), |crc, n| {
-            let payload = bytes.get(HEADER_LEN..)?.get(..n)?;
-            Some(mrc_proto::crc32c_raw(crc, payload))
-        });
+        let fast = mrc_proto::decode_data(head, bytes.len());
         let summary = |r: &Result<Packet<'_>, DecodeError>| {
             r.map(|p| (p.header, p.body.packet_type(), p.body.wire_len()))
         };
