@@ -808,6 +808,12 @@ impl Path {
         self.pace_ns
     }
 
+    /// Whether the path may carry new data: Active, and while a non-backup path is Active
+    /// (`primary`) not a backup, else a backup.
+    fn may_carry_data(&self, primary: bool) -> bool {
+        self.state == PathState::Active && self.backup != primary
+    }
+
     fn has_room(&self, bytes: u32) -> bool {
         self.inflight.saturating_add(u64::from(bytes)) <= u64::from(self.cc.cwnd())
     }
@@ -2629,7 +2635,7 @@ impl<X> PathTable<X> {
             self.settle_pick(now_ns, bytes, primary);
         }
         let k = self.pick;
-        let eligible = move |p: &Path| p.state == PathState::Active && p.backup != primary;
+        let eligible = move |p: &Path| p.may_carry_data(primary);
         let full = k.full.without(&k.unsettled);
         let mut tally = Tally {
             best: settled_best(&k),
@@ -2664,7 +2670,7 @@ impl<X> PathTable<X> {
             ..PickKept::NONE
         };
         for (i, p) in self.iter() {
-            if p.state != PathState::Active || p.backup == primary {
+            if !p.may_carry_data(primary) {
                 continue;
             }
             let room = p.has_room(bytes);
@@ -2707,7 +2713,7 @@ impl<X> PathTable<X> {
     /// Active backup ones.
     fn data_paths(&self) -> impl Fn(&Path) -> bool {
         let any_primary = self.any_primary();
-        move |p: &Path| p.state == PathState::Active && p.backup != any_primary
+        move |p: &Path| p.may_carry_data(any_primary)
     }
 
     /// Why [`PathTable::pick_path_backlog`] found no path for a packet of `bytes` at
