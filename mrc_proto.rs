@@ -107,7 +107,9 @@
 //! # Validation order
 //!
 //! [`decode`] checks, in order: length of the fixed header ([`DecodeError::Short`]), magic,
-//! version, `payload_len` against the datagram length, checksum, packet type, flags, body. A
+//! version, `payload_len` against the datagram length and, for a packet other than DATA,
+//! against the longest that is valid ([`MAX_CONTROL_PACKET_LEN`], so that the bytes of a longer
+//! one are neither gathered nor checksummed), checksum, packet type, flags, body. A
 //! single flipped bit in a valid packet is therefore always reported, at the latest, as
 //! [`DecodeError::BadChecksum`], unless it is in a DATA packet's payload, which the UDP
 //! checksum covers (see "Checksums").
@@ -1063,7 +1065,8 @@ pub enum DecodeError {
     BadMagic,
     /// Unsupported version.
     BadVersion,
-    /// `payload_len` does not match the datagram length.
+    /// `payload_len` does not match the datagram length, or a packet other than DATA is longer
+    /// than [`MAX_CONTROL_PACKET_LEN`].
     LengthMismatch,
     /// Checksum mismatch.
     BadChecksum,
@@ -1299,6 +1302,9 @@ fn check_header(
     let body_len = len.checked_sub(HEADER_LEN).ok_or(DecodeError::Short)?;
     let (header, stored) = parse_fixed(head)?;
     if usize::try_from(header.payload_len).ok() != Some(body_len) {
+        return Err(DecodeError::LengthMismatch);
+    }
+    if header.flags.checksum_covers_body() && len > MAX_CONTROL_PACKET_LEN {
         return Err(DecodeError::LengthMismatch);
     }
     let mut crc = header_checksum(head).ok_or(DecodeError::Short)?;

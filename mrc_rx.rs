@@ -16,7 +16,9 @@
 //! with a rate-limited RST.
 
 use crate::mrc_net::{check_data, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
-use crate::mrc_proto::{self, Body, Header, PacketType, SynId};
+use crate::mrc_proto::{
+    self, Body, DecodeError, Header, PacketType, SynId, MAX_CONTROL_PACKET_LEN,
+};
 use crate::mrc_sock::{self, SynAdmit};
 use crate::mrc_sys::{self, EncapHandler, SkBuff, SkbList, Sock, SockRef};
 
@@ -49,6 +51,11 @@ impl EncapHandler for MrcNet {
                 continue;
             };
             if h.packet_type() != Some(PacketType::Data) {
+                // No longer one is valid: its bytes are not worth gathering.
+                if len as usize > UDP_HLEN + MAX_CONTROL_PACKET_LEN {
+                    self.count_decode_drop(DecodeError::LengthMismatch);
+                    continue;
+                }
                 if !skb.pull(len) {
                     self.count_no_memory();
                     continue;

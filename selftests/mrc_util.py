@@ -131,7 +131,10 @@ CLASSES = {
     "bad_magic": lambda i: packet(magic=MAGIC ^ (i + 1)),
     # 1 is the version whose checksum covered a DATA payload.
     "bad_version": lambda i: packet(version=(1, 3 + i % 100)[i % 2]),
-    "length_mismatch": lambda i: packet(len_delta=1 + i % 8),
+    # payload_len wrong, or a control packet longer than any valid one (381
+    # bytes, a SYN with 16 endpoints).
+    "length_mismatch": lambda i: (packet(len_delta=1 + i % 8) if i % 2 else
+                                  packet(flags=TYPE_FIN, payload=b"x" * (338 + i))),
     "bad_checksum": lambda i: packet(bad_crc=True),
     # Types 1 to 9 are known (9 is RETRY); the type field is 4 bits.
     "unknown_type": lambda i: packet(flags=10 + i % 6),

@@ -872,12 +872,16 @@ fn err_bad_handshake() {
         0,
         &many[..MAX_ENDPOINTS],
     )));
-    b.extend_from_within(ep0..ep0 + ENDPOINT_LEN);
+    // A count over the limit...
     b[count_off] = (MAX_ENDPOINTS + 1) as u8;
+    reseal(&mut b);
+    assert_eq!(decode(&b), Err(DecodeError::BadHandshake));
+    // ...and the bytes of one more endpoint: longer than any valid control packet.
+    b.extend_from_within(ep0..ep0 + ENDPOINT_LEN);
     let n = (b.len() - HEADER_LEN) as u32;
     set_u32(&mut b, 36, n);
     reseal(&mut b);
-    assert_eq!(decode(&b), Err(DecodeError::BadHandshake));
+    assert_eq!(decode(&b), Err(DecodeError::LengthMismatch));
 
     // Invalid endpoints are refused by the encoder.
     let mut bad_v4 = Endpoint::v4([1, 2, 3, 4], 5, false);
