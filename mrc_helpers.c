@@ -479,6 +479,18 @@ struct sk_buff *mrc_udp_dequeue(struct sock *sk, u32 *bad_csum, u32 *unsplit)
 		return skb;
 	}
 	n = skb_shinfo(skb)->gso_segs;
+	/* A GSO packet of this host, or a GRO train, is CHECKSUM_PARTIAL with
+	 * its checksum known good (csum_valid), until UDP pulls its header
+	 * (udp_csum_pull_header()): the checksum start is then behind the
+	 * data, and skb_postpull_rcsum() makes it CHECKSUM_NONE. Split as
+	 * such, skb_segment() would compute the checksum of every byte in
+	 * software. It is set back, as udp_rcv_segment() does for a looped
+	 * packet: the segments are CHECKSUM_PARTIAL, as they were sent.
+	 */
+	if (skb->ip_summed == CHECKSUM_NONE && skb->csum_valid &&
+	    skb_checksum_start(skb) == skb_transport_header(skb) &&
+	    skb->csum_offset == offsetof(struct udphdr, check))
+		skb->ip_summed = CHECKSUM_PARTIAL;
 	__skb_push(skb, -skb_mac_offset(skb));
 	segs = udp_rcv_segment(sk, skb, skb->protocol == htons(ETH_P_IP));
 	if (!segs) {
