@@ -578,38 +578,49 @@ impl MrcNet {
     }
 }
 
+/// The byte of `skb->cb` where [`check_data`] marks a DATA packet it
+/// checked (`mrc_sock`'s marks of delivered packets come before it).
+const CB_CHECKED: usize = 8;
+
+/// Checks a received DATA packet's header, in softirq where it arrived,
+/// so that a packet that waits in its socket's backlog is a valid one, as
+/// TCP checks a segment before its backlog, and marks it in `skb->cb` so
+/// that [`decode_datagram`] does not check it again. `skb` is as `mrc_rx`
+/// leaves it (see [`decode_datagram`]), with a control buffer that it
+/// cleared when it took the packet: nothing else marks one.
+pub(crate) fn check_data(skb: &mut SkBuff) -> Result<(), DecodeError> {
+    let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
+    mrc_proto::decode_data(head, len)?;
+    if let Some(mark) = skb.cb_mut().get_mut(CB_CHECKED) {
+        *mark = 1;
+    }
+    Ok(())
+}
+
 /// Decodes a received datagram as `mrc_rx` leaves it: `data`
 /// at its UDP header, the first [`RX_HEADERS_LEN`] bytes (or all, if fewer)
 /// linear, and all of it linear if its fixed header is valid and not DATA's.
 ///
 /// A DATA packet is decoded by [`mrc_proto::decode_data`] from its header
-/// alone: its payload, which MRC's checksum does not cover (the UDP
-/// checksum does, see "Checksums" in `mrc_proto`), stays where it lies,
-/// typically in the page fragments it arrived in, and its
-/// [`Payload`](mrc_proto::Payload) has a length but no bytes. Any other
-/// datagram is decoded by [`mrc_proto::decode`] from the linear area, which
-/// holds all of it, or for a fixed header that is not valid, enough of it
-/// for the error.
+/// alone, or, if [`check_data`] did that already, read again without its
+/// checks ([`mrc_proto::redecode_data`]): its payload, which MRC's
+/// checksum does not cover (the UDP checksum does, see "Checksums" in
+/// `mrc_proto`), stays where it lies, typically in the page fragments it
+/// arrived in, and its [`Payload`](mrc_proto::Payload) has a length but no
+/// bytes. Any other datagram is decoded by [`mrc_proto::decode`] from the
+/// linear area, which holds all of it, or for a fixed header that is not
+/// valid, enough of it for the error.
 pub(crate) fn decode_datagram(skb: &SkBuff) -> Result<Packet<'_>, DecodeError> {
     let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
+    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
+    if skb.cb().get(CB_CHECKED) == Some(&1) {
+        return mrc_proto::redecode_data(head, len);
+    }
     if !is_data(head) {
         return mrc_proto::decode(head);
     }
-    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
     mrc_proto::decode_data(head, len)
-}
-
-/// Checks a received DATA packet's header, in softirq, where it arrived,
-/// so that a packet that waits in a socket's backlog is a valid one, as
-/// TCP checks a segment before its backlog. Other datagrams are small and
-/// are checked when decoded.
-pub(crate) fn check_data(skb: &SkBuff) -> Result<(), DecodeError> {
-    let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
-    if !is_data(head) {
-        return Ok(());
-    }
-    let len = (skb.len() as usize).saturating_sub(UDP_HLEN);
-    mrc_proto::decode_data(head, len).map(|_| ())
 }
 
 /// Whether `head`, the first bytes of a datagram, is a valid fixed header

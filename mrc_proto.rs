@@ -429,6 +429,14 @@ impl Header {
         self.flags.packet_type()
     }
 
+    /// Returns whether a datagram of `len` bytes with this header is longer than any valid
+    /// one: only DATA may be longer than [`MAX_CONTROL_PACKET_LEN`]. [`decode`] rejects it
+    /// with [`DecodeError::LengthMismatch`]; a receiver may do so from the header alone,
+    /// before it gathers the rest.
+    pub const fn too_long(&self, len: usize) -> bool {
+        self.flags.checksum_covers_body() && len > MAX_CONTROL_PACKET_LEN
+    }
+
     /// Returns the datagram length this header announces (`HEADER_LEN + payload_len`).
     pub fn wire_len(&self) -> Option<usize> {
         usize::try_from(self.payload_len)
@@ -1304,7 +1312,7 @@ fn check_header(
     if usize::try_from(header.payload_len).ok() != Some(body_len) {
         return Err(DecodeError::LengthMismatch);
     }
-    if header.flags.checksum_covers_body() && len > MAX_CONTROL_PACKET_LEN {
+    if header.too_long(len) {
         return Err(DecodeError::LengthMismatch);
     }
     let mut crc = header_checksum(head).ok_or(DecodeError::Short)?;
@@ -1382,12 +1390,25 @@ pub fn decode_data(head: &[u8], len: usize) -> Result<Packet<'static>, DecodeErr
     if ty != PacketType::Data {
         return Err(DecodeError::BadBody);
     }
-    // `check_header` found `payload_len` equal to this.
+    Ok(data_packet(header, len))
+}
+
+/// Decodes again a DATA datagram that [`decode_data`] accepted: `head` and `len` as they were
+/// given to it. Of the checks, only those [`peek_header`] makes are made again, and the
+/// checksum is not computed: for a receiver that checks a packet where it arrives and acts on
+/// it later. For any other datagram, the result is a packet or error that means nothing.
+pub fn redecode_data(head: &[u8], len: usize) -> Result<Packet<'static>, DecodeError> {
+    peek_header(head).map(|header| data_packet(header, len))
+}
+
+/// The DATA packet of `header`, of a datagram of `len` bytes whose payload is elsewhere.
+fn data_packet(header: Header, len: usize) -> Packet<'static> {
+    // A checked header's `payload_len` is equal to this.
     let payload_len = len.saturating_sub(HEADER_LEN);
-    Ok(Packet {
+    Packet {
         header,
         body: Body::Data(Payload::elsewhere(payload_len)),
-    })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

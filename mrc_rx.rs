@@ -16,9 +16,7 @@
 //! with a rate-limited RST.
 
 use crate::mrc_net::{check_data, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
-use crate::mrc_proto::{
-    self, Body, DecodeError, Header, PacketType, SynId, MAX_CONTROL_PACKET_LEN,
-};
+use crate::mrc_proto::{self, Body, DecodeError, Header, PacketType, SynId};
 use crate::mrc_sock::{self, SynAdmit};
 use crate::mrc_sys::{self, EncapHandler, SkBuff, SkbList, Sock, SockRef};
 
@@ -34,6 +32,9 @@ impl EncapHandler for MrcNet {
         let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
         while let Some(mut skb) = batch.pop() {
             datagrams += 1;
+            // The control buffer is MRC's from here; nothing the layers
+            // below left in it may pass for a mark of `check_data`.
+            skb.cb_mut().fill(0);
             let len = skb.len();
             self.count_rx_datagram(len);
             // Only the headers are made linear first. A DATA packet's
@@ -52,7 +53,7 @@ impl EncapHandler for MrcNet {
             };
             if h.packet_type() != Some(PacketType::Data) {
                 // No longer one is valid: its bytes are not worth gathering.
-                if len as usize > UDP_HLEN + MAX_CONTROL_PACKET_LEN {
+                if h.too_long((len as usize).saturating_sub(UDP_HLEN)) {
                     self.count_decode_drop(DecodeError::LengthMismatch);
                     continue;
                 }
@@ -65,8 +66,8 @@ impl EncapHandler for MrcNet {
                 // (see "Checksums" in `mrc_proto`).
                 self.count_udp_checksum(1);
                 continue;
-            }
-            if let Err(e) = check_data(&skb) {
+            } else if let Err(e) = check_data(&mut skb) {
+                // Other datagrams are small and are checked when decoded.
                 self.count_decode_drop(e);
                 continue;
             }

@@ -188,10 +188,13 @@ fn data_view(
 
 /// [`decode_data`] on `bytes` as a socket buffer would give them: `head_len` bytes at hand
 /// (those of the header at least, when there are that many). Returns the header and payload
-/// length, checking that the payload's bytes were left out.
+/// length, checking that the payload's bytes were left out and that [`redecode_data`] gives
+/// the same packet.
 fn decode_split(bytes: &[u8], head_len: usize) -> Result<(Header, usize), DecodeError> {
     let head = &bytes[..bytes.len().min(head_len.max(HEADER_LEN))];
     let pkt = decode_data(head, bytes.len())?;
+    // What it accepted decodes the same again, without the checks.
+    assert_eq!(redecode_data(head, bytes.len()), Ok(pkt));
     match pkt.body {
         Body::Data(d) if d.bytes().is_none() => Ok((pkt.header, d.len())),
         other => panic!("decode_data returned {other:?}"),

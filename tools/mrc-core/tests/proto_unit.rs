@@ -378,6 +378,30 @@ fn handshake_endpoints_decode() {
 }
 
 #[test]
+fn only_data_may_be_longer_than_the_longest_control_packet() {
+    let of = |ty| Header {
+        flags: Flags::new(ty),
+        ..header()
+    };
+    for ty in [
+        PacketType::Syn,
+        PacketType::Ack,
+        PacketType::Fin,
+        PacketType::Rst,
+    ] {
+        assert!(!of(ty).too_long(MAX_CONTROL_PACKET_LEN), "{ty:?}");
+        assert!(of(ty).too_long(MAX_CONTROL_PACKET_LEN + 1), "{ty:?}");
+    }
+    let unknown = Header {
+        flags: Flags(Flags::TYPE_MASK),
+        ..header()
+    };
+    assert!(unknown.packet_type().is_none());
+    assert!(unknown.too_long(MAX_CONTROL_PACKET_LEN + 1));
+    assert!(!of(PacketType::Data).too_long(65_000));
+}
+
+#[test]
 fn golden_handshake_layout_with_ports() {
     let eps = [Endpoint::v4([10, 1, 2, 3], 0x1770, true)];
     let h = Header {
