@@ -53,13 +53,20 @@
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
 //! - **Locks.** Softirq never spins on a connection that a task holds
 //!   (`lock_sock`: a reader copying a message out, a writer copying one
-//!   in). It puts the run of datagrams in the socket's backlog instead, as
-//!   TCP does, and the task takes them the next time it acts on the
-//!   connection (before it sends more) or as it releases the socket
-//!   (`release_cb`); a timer that fires meanwhile leaves its work the same
-//!   way (`Sock::backlog_unless_free`, `mrc_sock::input`). The backlog holds
-//!   at most the socket's receive and send buffers' worth of `truesize`
-//!   (`rx_backlog`, `drop_sock_backlog`).
+//!   in), nor on one that the other CPU's softirq, or a task, is running
+//!   (`mrc_sock::run`): a connection's paths are separate flows, which
+//!   packet steering spreads over the CPUs, so both CPUs' softirq take
+//!   packets of one connection. Softirq puts the run of datagrams in the
+//!   socket's backlog instead, as TCP does for a task that holds its
+//!   socket. A task that holds the socket takes them the next time it acts
+//!   on the connection (before it sends more) or as it releases the socket
+//!   (`release_cb`); a run under way takes them before it ends, still
+//!   holding the connection's lock, for at most a few turns, and the timer
+//!   starts a run shortly for what is left. A timer that fires meanwhile
+//!   leaves its work the same way (`Sock::backlog_unless_free`,
+//!   `mrc_sys::Run`, `mrc_sock::input`). The backlog holds at most the
+//!   socket's receive and send buffers' worth of `truesize` (`rx_backlog`,
+//!   `drop_sock_backlog`).
 //! - **Memory.** Every packet a connection keeps is charged at its
 //!   `truesize` to the MRC socket's receive buffer and to the module-wide
 //!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);
@@ -724,8 +731,8 @@ impl MrcNet {
         self.stats.count_drop(RxDrop::WrongSource);
     }
 
-    /// Counts datagrams queued for the task that owned their socket, and
-    /// those that did not fit.
+    /// Counts datagrams queued for the task that owned their socket or the
+    /// run of their connection under way, and those that did not fit.
     pub(crate) fn count_backlog(&self, queued: u32, dropped: u32) {
         let s = &self.stats;
         s.rx_backlog.count(u64::from(queued));

@@ -106,7 +106,7 @@ use crate::mrc_proto::{Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_slots::Slots;
 use crate::mrc_sys::{
     self, err, msg_flags, new_spinlock_bh, nl, poll_bits, Backlog, Deferred, IpAddr, MrcAddr,
-    MsgBuf, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    MsgBuf, Run, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -933,10 +933,9 @@ impl Session {
 
 /// Runs the core after any input, timer or call: drains its events, frees
 /// acknowledged messages, sends what it wants sent, re-arms the timer.
-fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
-    let mut after = After::default();
+fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64, after: &mut After) {
     let Some(s) = inner.sess.as_deref_mut() else {
-        return after;
+        return;
     };
     let mut sent = 0;
     loop {
@@ -1040,22 +1039,28 @@ fn drive(sk: &Sock, net: &MrcNet, inner: &mut Inner, now: u64) -> After {
             s.conn.poll_timeout(now)
         };
         if let Some(at) = next.map(|t| t.max(now + MIN_TIMER_NS)) {
-            if inner.timer_at != Some(at) {
-                inner.timer_at = Some(at);
-                // SAFETY: `inner` is held and the connection is not destroyed
-                // (`dead`). `destroy` sets `dead` under `inner` before it
-                // cancels the timer, so it cancels this one, and until then
-                // the session table holds a reference to the socket: a socket
-                // gets its session only once it is registered, and stays
-                // registered until `destroy` (at namespace exit the table
-                // hands its reference to `MrcNet::stop`, which keeps it
-                // until `abort_for_exit` has destroyed the connection).
-                unsafe { sk.arm_timer(at) };
-            }
+            arm_timer(sk, inner, at);
         }
     }
     after.reap = inner.mode == Mode::Closed && inner.orphan && !inner.dead;
-    after
+}
+
+/// Arms the connection's timer for `at`, unless it is armed for then
+/// already; `inner` is held, and the connection has its session and is not
+/// destroyed.
+fn arm_timer(sk: &Sock, inner: &mut Inner, at: u64) {
+    if inner.dead || inner.sess.is_none() || inner.timer_at == Some(at) {
+        return;
+    }
+    inner.timer_at = Some(at);
+    // SAFETY: `inner` is held and the connection is not destroyed (`dead`).
+    // `destroy` sets `dead` under `inner` before it cancels the timer, so it
+    // cancels this one, and until then the session table holds a reference
+    // to the socket: a socket gets its session only once it is registered,
+    // and stays registered until `destroy` (at namespace exit the table
+    // hands its reference to `MrcNet::stop`, which keeps it until
+    // `abort_for_exit` has destroyed the connection).
+    unsafe { sk.arm_timer(at) };
 }
 
 /// Acts on what [`drive`] asked for, with `inner` unlocked; returns where
@@ -1097,7 +1102,9 @@ fn settle(sk: &Sock, net: &MrcNet, after: After) {
             if let Some(s) = inner.sess.as_deref_mut() {
                 s.local_down(now, &down);
             }
-            drive(sk, net, &mut inner, now)
+            let mut after = After::default();
+            drive(sk, net, &mut inner, now, &mut after);
+            after
         };
         down = finish(sk, after);
     }
@@ -1107,59 +1114,114 @@ fn settle(sk: &Sock, net: &MrcNet, after: After) {
 /// first whatever softirq left for the socket's owner, so that packets that
 /// arrived while the caller held the socket count before it acts.
 fn with_conn<R>(sk: &Sock, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
-    run(sk, sk.take_deferred(), f)
+    let (r, d) = sk.start_run();
+    run(sk, r, d, f)
 }
 
 /// What softirq deferred while a task owned the socket, run by the owner as
 /// it releases the socket (`mrc_sys`'s `release_cb`).
-pub(crate) fn owner_backlog(sk: &Sock, deferred: Deferred) {
-    run(sk, deferred, |_, _| ());
+pub(crate) fn owner_backlog(sk: &Sock, r: Run<'_>, deferred: Deferred) {
+    run(sk, r, deferred, |_, _| ());
 }
 
 /// The owner takes what softirq deferred, before it releases the socket.
 pub(crate) fn take_backlog(sk: &Sock) {
-    owner_backlog(sk, sk.take_deferred());
+    let (r, d) = sk.start_run();
+    owner_backlog(sk, r, d);
 }
 
-/// Runs, under one turn of the connection's lock, the timer if it fired,
-/// the packets in `deferred`, then `f`, then [`drive`]; then [`settle`].
-fn run<R>(sk: &Sock, deferred: Deferred, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
+/// Most turns of one [`run`]: the first, and those for what softirq or the
+/// timer left while it went on. What is left after them waits for the next
+/// run, which the timer starts shortly if nothing else does.
+const MAX_RUN_TURNS: u32 = 4;
+
+/// Runs the connection under one turn of its lock: the timer if it fired
+/// and the packets in `deferred`, then `f`, then [`drive`]. Then, as long
+/// as softirq or the timer left work for the run while it went on (see
+/// [`Run`]), that work and [`drive`] again, up to [`MAX_RUN_TURNS`] turns
+/// in all; then [`settle`].
+fn run<R>(sk: &Sock, r: Run<'_>, deferred: Deferred, f: impl FnOnce(&mut Inner, u64) -> R) -> R {
     let net = sk.mrc_net();
-    let now = mrc_sys::now_ns();
-    let Deferred {
-        mut packets, timer, ..
-    } = deferred;
     let mut answer_rst = None;
-    let (r, after) = {
+    let mut gone = SkbList::new();
+    let mut after = After::default();
+    let result = {
         let mut inner = sk.state().inner.lock();
-        if timer {
-            inner.timer_at = None;
-        }
-        if !inner.dead {
-            let handshake_peer = inner.peer.map(|p| p.ip);
-            if let Some(s) = inner.sess.as_deref_mut() {
-                if timer {
-                    s.share_liveness(now);
-                    s.conn.on_timeout(now);
+        let mut now = mrc_sys::now_ns();
+        take_in(
+            sk,
+            net,
+            &mut inner,
+            deferred,
+            now,
+            &mut answer_rst,
+            &mut gone,
+        );
+        let result = f(&mut inner, now);
+        drive(sk, net, &mut inner, now, &mut after);
+        let mut r = r;
+        let mut turns = 1;
+        loop {
+            if turns >= MAX_RUN_TURNS {
+                if sk.end_run(r) {
+                    arm_timer(sk, &mut inner, now + MIN_TIMER_NS);
                 }
-                while let Some(skb) = packets.pop() {
-                    if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
-                        answer_rst = Some(rst);
-                    }
-                }
+                break;
             }
+            let Some((next, d)) = sk.continue_run(r) else {
+                break;
+            };
+            r = next;
+            turns += 1;
+            now = mrc_sys::now_ns();
+            take_in(sk, net, &mut inner, d, now, &mut answer_rst, &mut gone);
+            drive(sk, net, &mut inner, now, &mut after);
         }
-        let r = f(&mut inner, now);
-        let after = drive(sk, net, &mut inner, now);
-        (r, after)
+        result
     };
     // Packets of a connection that is gone are freed unlocked.
-    drop(packets);
+    drop(gone);
     settle(sk, net, after);
     if let Some((h, a)) = answer_rst {
         net.reply_rst(&a, &h);
     }
-    r
+    result
+}
+
+/// One turn of [`run`], under the connection's lock: the timer's work if it
+/// fired, then the packets of `deferred`. The packets of a connection that
+/// is gone go to `gone`, to be freed unlocked; the last packet to answer
+/// with an RST, to `answer_rst`.
+fn take_in(
+    sk: &Sock,
+    net: &MrcNet,
+    inner: &mut Inner,
+    deferred: Deferred,
+    now: u64,
+    answer_rst: &mut Option<(Header, UdpAddrs)>,
+    gone: &mut SkbList,
+) {
+    let Deferred {
+        mut packets, timer, ..
+    } = deferred;
+    if timer {
+        inner.timer_at = None;
+    }
+    if !inner.dead {
+        let handshake_peer = inner.peer.map(|p| p.ip);
+        if let Some(s) = inner.sess.as_deref_mut() {
+            if timer {
+                s.share_liveness(now);
+                s.conn.on_timeout(now);
+            }
+            while let Some(skb) = packets.pop() {
+                if let Some(rst) = input_one(sk, net, s, handshake_peer, skb, now) {
+                    *answer_rst = Some(rst);
+                }
+            }
+        }
+    }
+    gone.append(packets);
 }
 
 /// Datagrams for a registered session, in softirq, each with `data` at its
@@ -1167,16 +1229,17 @@ fn run<R>(sk: &Sock, deferred: Deferred, f: impl FnOnce(&mut Inner, u64) -> R) -
 /// They are taken under one turn of the connection's lock, which the other
 /// CPU's softirq, the sender and the timer take too, and the connection
 /// answers once for all of them: an acknowledgement that several packets
-/// asked for goes out once. While a task owns the socket they wait for it
-/// in the socket's backlog instead (`Sock::backlog_unless_free`), as TCP's
-/// do, so that softirq never spins on a lock the task holds across its
-/// work; the owner takes them when it next acts on the connection or
-/// releases the socket. The backlog holds at most the socket's receive
-/// and send buffers' worth, as TCP's.
+/// asked for goes out once. While a task owns the socket, or a [`run`] of
+/// the connection is under way, they wait in the socket's backlog instead
+/// (`Sock::backlog_unless_free`), as TCP's do for a task, so that softirq
+/// never spins on a lock held across that work; the owner takes them when
+/// it next acts on the connection or releases the socket, the run before
+/// it ends. The backlog holds at most the socket's receive and send
+/// buffers' worth, as TCP's.
 pub(crate) fn input(sk: &Sock, net: &MrcNet, batch: SkbList) {
     let limit = sk.rcvbuf().saturating_add(sk.sndbuf());
     match sk.backlog_unless_free(batch, limit) {
-        Backlog::Free(packets) => run(sk, Deferred::packets(packets), |_, _| ()),
+        Backlog::Free(r, d) => run(sk, r, d, |_, _| ()),
         Backlog::Queued { queued, dropped } => net.count_backlog(queued, dropped),
     }
 }
@@ -1275,10 +1338,9 @@ fn input_one(
 /// The socket's timer fired (softirq). While a task owns the socket the
 /// timer's work waits for it, as the packets do ([`input`]).
 pub(crate) fn timer(sk: &Sock) {
-    if sk.defer_timer() {
-        return;
+    if let Some((r, d)) = sk.timer_fired() {
+        run(sk, r, d, |_, _| ());
     }
-    run(sk, Deferred::timer(), |_, _| ());
 }
 
 /// The socket's work item (process context): a listener finishes the

@@ -738,6 +738,24 @@ impl SkbList {
         Some(SkBuff(p))
     }
 
+    /// Appends the packets of `other`, in order.
+    pub(crate) fn append(&mut self, mut other: SkbList) {
+        if other.head.is_null() {
+            return;
+        }
+        if self.tail.is_null() {
+            self.head = other.head;
+        } else {
+            // SAFETY: `tail` is the last packet of the list (type
+            // invariant); `other.head` starts a list this one takes over.
+            unsafe { bindings::mrc_skb_set_next(self.tail, other.head) };
+        }
+        self.tail = other.tail;
+        // `other` gives up its packets: its drop frees none.
+        other.head = ptr::null_mut();
+        other.tail = ptr::null_mut();
+    }
+
     /// The last packet, still on the list.
     fn last(&self) -> Option<NonNull<bindings::sk_buff>> {
         NonNull::new(self.tail)
@@ -1823,12 +1841,16 @@ struct SockWith {
     /// Whether `deferred` holds anything: written under `slock`, read
     /// without it as a hint ([`Sock::has_deferred`]).
     pending: AtomicBool,
+    /// How many [`Run`]s of the connection are under way. Guarded by
+    /// `slock`.
+    runs: UnsafeCell<u32>,
     state: State,
 }
 
 /// What softirq left for the owner of a socket (the task that holds it
 /// with `lock_sock`) to do when it releases it, as TCP's socket backlog
-/// and its deferred timers.
+/// and its deferred timers, or for a [`Run`] under way to do before it
+/// ends.
 #[derive(Default)]
 pub(crate) struct Deferred {
     /// Received packets, in arrival order.
@@ -1840,33 +1862,46 @@ pub(crate) struct Deferred {
 }
 
 impl Deferred {
-    /// Packets for the connection to take.
-    pub(crate) fn packets(packets: SkbList) -> Self {
-        Self {
-            packets,
-            ..Self::default()
-        }
-    }
-
-    /// The timer's work.
-    pub(crate) fn timer() -> Self {
-        Self {
-            timer: true,
-            ..Self::default()
-        }
-    }
-
     fn is_empty(&self) -> bool {
         self.packets.is_empty() && !self.timer
     }
 }
 
+/// A run of a connection under way: from the time its caller is given it
+/// until it ends ([`Sock::continue_run`], [`Sock::end_run`], or dropped),
+/// after the caller took the connection's lock and drove the connection.
+/// Meanwhile softirq does not wait for the lock, which the run holds for
+/// long: it leaves its packets, and the timer its work, in the socket's
+/// backlog ([`Deferred`]), and the run takes them before it ends.
+#[must_use]
+pub(crate) struct Run<'a>(&'a Sock);
+
+impl Run<'_> {
+    /// Ends the run under `slock`, the socket's, held.
+    fn end_locked(self, slock: &mut Slock<'_>) {
+        let runs = slock.runs();
+        *runs = runs.saturating_sub(1);
+        // Ended: its drop would end it again.
+        core::mem::forget(self);
+    }
+}
+
+impl Drop for Run<'_> {
+    fn drop(&mut self) {
+        let mut slock = Slock::new(self.0);
+        let runs = slock.runs();
+        *runs = runs.saturating_sub(1);
+    }
+}
+
 /// Where softirq's packets for a socket went ([`Sock::backlog_unless_free`]).
-pub(crate) enum Backlog {
-    /// No task owns the socket: the caller processes them now.
-    Free(SkbList),
-    /// The owner processes them when it releases the socket; `dropped` of
-    /// them did not fit in the backlog and were freed.
+pub(crate) enum Backlog<'a> {
+    /// No task owns the socket and no run is under way: the caller starts
+    /// one and processes them now, after what the backlog held.
+    Free(Run<'a>, Deferred),
+    /// The owner processes them when it releases the socket, or the run
+    /// under way before it ends; `dropped` of them did not fit in the
+    /// backlog and were freed.
     Queued { queued: u32, dropped: u32 },
 }
 
@@ -1885,6 +1920,20 @@ impl<'a> Slock<'a> {
     fn owned(&self) -> bool {
         // SAFETY: `slock` is held, under which ownership changes.
         unsafe { bindings::mrc_sock_owned(self.0.as_ptr()) }
+    }
+
+    /// How many runs of the connection are under way.
+    fn runs(&mut self) -> &mut u32 {
+        // SAFETY: `self` holds `slock`, and `&mut self` makes this the only
+        // access through the guard.
+        unsafe { self.0.runs_locked() }
+    }
+
+    /// Starts a run, which takes what the backlog holds.
+    fn start_run(&mut self) -> (Run<'a>, Deferred) {
+        let runs = self.runs();
+        *runs = runs.saturating_add(1);
+        (Run(self.0), self.take())
     }
 
     fn deferred(&mut self) -> &mut Deferred {
@@ -1973,15 +2022,20 @@ impl Sock {
         SockRef(NonNull::from(self))
     }
 
-    /// Softirq: unless a task owns the socket (holds it with `lock_sock`),
-    /// returns `batch` to be processed now. Otherwise queues it for the
-    /// owner, who processes it as it releases the socket (`release_cb`),
-    /// so softirq never waits for a task: as `tcp_add_backlog`, up to
-    /// `limit` bytes of `truesize` in all, beyond which packets are freed.
-    pub(crate) fn backlog_unless_free(&self, mut batch: SkbList, limit: u32) -> Backlog {
+    /// Softirq: unless a task owns the socket (holds it with `lock_sock`)
+    /// or a [`Run`] of its connection is under way, starts one, to process
+    /// `batch` now, after what the backlog held. Otherwise queues `batch`
+    /// for the owner, who processes it as it releases the socket
+    /// (`release_cb`), or for the run, which takes it before it ends, so
+    /// that softirq never waits for a task, nor for the other CPU's
+    /// softirq: as `tcp_add_backlog`, up to `limit` bytes of `truesize`
+    /// in all, beyond which packets are freed.
+    pub(crate) fn backlog_unless_free(&self, mut batch: SkbList, limit: u32) -> Backlog<'_> {
         let mut slock = Slock::new(self);
-        if !slock.owned() {
-            return Backlog::Free(batch);
+        if !slock.owned() && *slock.runs() == 0 {
+            let (run, mut d) = slock.start_run();
+            d.packets.append(batch);
+            return Backlog::Free(run, d);
         }
         let d = slock.deferred();
         let (mut queued, mut dropped) = (0, 0);
@@ -2008,26 +2062,56 @@ impl Sock {
         Backlog::Queued { queued, dropped }
     }
 
-    /// Softirq: the socket's timer fired. Returns `true` if a task owns the
-    /// socket, which then runs the timer's work as it releases it.
-    pub(crate) fn defer_timer(&self) -> bool {
+    /// Softirq: the socket's timer fired. If a task owns the socket, it
+    /// runs the timer's work as it releases it, and if a [`Run`] is under
+    /// way, the run does before it ends: returns `None`. Otherwise starts
+    /// a run, to do the timer's work now, with what the backlog held.
+    pub(crate) fn timer_fired(&self) -> Option<(Run<'_>, Deferred)> {
         let mut slock = Slock::new(self);
-        let owned = slock.owned();
-        if owned {
+        if slock.owned() || *slock.runs() > 0 {
             slock.deferred().timer = true;
             self.pending().store(true, Ordering::Relaxed);
+            return None;
         }
-        owned
+        let (run, mut d) = slock.start_run();
+        d.timer = true;
+        Some((run, d))
     }
 
-    /// Takes what softirq left for the owner, for the caller to do now
-    /// (an owner that need not wait for its release, to act on packets
-    /// before it sends more).
-    pub(crate) fn take_deferred(&self) -> Deferred {
-        Slock::new(self).take()
+    /// Starts a [`Run`] of the connection, which takes what softirq left
+    /// in the backlog, for the caller to do first (an owner need not wait
+    /// for its release to act on packets before it sends more).
+    pub(crate) fn start_run(&self) -> (Run<'_>, Deferred) {
+        Slock::new(self).start_run()
     }
 
-    /// Whether softirq left anything for the owner ([`Sock::take_deferred`]):
+    /// Called by `run` with the connection's lock held, after it drove
+    /// the connection: if softirq or the timer left anything meanwhile,
+    /// returns it, for `run` to do, still holding the lock, and call again.
+    /// Otherwise ends `run` and returns `None`: from here softirq runs the
+    /// connection itself (and waits only for the lock's release).
+    pub(crate) fn continue_run<'a>(&'a self, run: Run<'a>) -> Option<(Run<'a>, Deferred)> {
+        let mut slock = Slock::new(self);
+        let d = slock.take();
+        if !d.is_empty() {
+            drop(slock);
+            return Some((run, d));
+        }
+        run.end_locked(&mut slock);
+        None
+    }
+
+    /// Ends `run`, leaving in the backlog whatever softirq or the timer
+    /// left there meanwhile, for a run that starts later, or the owner as
+    /// it releases the socket: for a run that has done enough in one go.
+    /// Returns whether anything was left.
+    pub(crate) fn end_run(&self, run: Run<'_>) -> bool {
+        let mut slock = Slock::new(self);
+        run.end_locked(&mut slock);
+        !slock.deferred().is_empty()
+    }
+
+    /// Whether softirq left anything for the owner ([`Sock::start_run`]):
     /// a hint, read without the lock, for an owner busy for a while (copying
     /// a long message) that acts on its packets meanwhile.
     pub(crate) fn has_deferred(&self) -> bool {
@@ -2056,6 +2140,18 @@ impl Sock {
         self.pending().store(false, Ordering::Relaxed);
         // SAFETY: the caller's contract.
         core::mem::take(unsafe { self.deferred_locked() })
+    }
+
+    /// How many runs of the connection are under way.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Sock::deferred_locked`], for `runs`.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn runs_locked(&self) -> &mut u32 {
+        // SAFETY: `runs` is initialised by `init_sock` (type invariant);
+        // the caller's `slock` excludes every other access to it.
+        unsafe { &mut *(*self.with()).runs.get() }
     }
 
     fn pending(&self) -> &AtomicBool {
@@ -2334,6 +2430,7 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         (*sk).sk_sndbuf = SOCK_BUF_DEFAULT as c_int;
         ptr::addr_of_mut!((*this).deferred).write(UnsafeCell::new(Deferred::default()));
         ptr::addr_of_mut!((*this).pending).write(AtomicBool::new(false));
+        ptr::addr_of_mut!((*this).runs).write(UnsafeCell::new(0));
         let init = State::new();
         let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
         (*sk).sk_destruct = Some(sk_destruct);
@@ -2552,9 +2649,12 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
         if d.is_empty() {
             return;
         }
+        // SAFETY: as above.
+        let runs = unsafe { sock.runs_locked() };
+        *runs = runs.saturating_add(1);
         // SAFETY: held on entry; taken again below, as the caller expects.
         unsafe { bindings::mrc_sock_sunlock(sk) };
-        crate::mrc_sock::owner_backlog(sock, d);
+        crate::mrc_sock::owner_backlog(sock, Run(sock), d);
         // SAFETY: dropped above.
         unsafe { bindings::mrc_sock_slock(sk) };
     }
