@@ -38,7 +38,8 @@
 //!   aggregates, not a sender's GSO packet on a veth, and depends on GRO
 //!   internals that change between kernel versions. A GSO packet or GRO
 //!   train is split into its datagrams there (`udp_rcv_segment()`, as UDP
-//!   would) and `mrc_rx` gets them together: a run of
+//!   would), in the checksum state it arrived in, so that the split sums
+//!   no byte (`mrc_udp_dequeue`), and `mrc_rx` gets them together: a run of
 //!   datagrams for one connection costs one session lookup and one turn of
 //!   the connection's lock (`mrc_sock::input`). Of a DATA packet only the
 //!   UDP and MRC headers are made linear and read
