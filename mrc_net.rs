@@ -586,16 +586,30 @@ impl MrcNet {
     }
 }
 
-/// The byte of `skb->cb` where [`check_data`] marks a DATA packet it
-/// checked (`mrc_sock`'s marks of delivered packets come before it).
+// The control buffer (`skb->cb`) of a received datagram is MRC's from
+// [`take_datagram`] on, laid out as follows.
+/// Where `mrc_sock` marks a delivered packet that starts a message with the
+/// message's length (four bytes).
+pub(crate) const CB_LEN: usize = 0;
+/// Where `mrc_sock` marks a delivered packet that starts or ends a message
+/// (one byte).
+pub(crate) const CB_FLAGS: usize = 4;
+/// Where [`check_data`] marks a DATA packet it checked (one byte).
 const CB_CHECKED: usize = 8;
+
+/// Takes a received datagram from the layers below: its control buffer is
+/// MRC's from here, cleared, so that nothing they left in it passes for a
+/// mark of [`check_data`]'s.
+pub(crate) fn take_datagram(skb: &mut SkBuff) {
+    skb.cb_mut().fill(0);
+}
 
 /// Checks a received DATA packet's header, in softirq where it arrived,
 /// so that a packet that waits in its socket's backlog is a valid one, as
 /// TCP checks a segment before its backlog, and marks it in `skb->cb` so
 /// that [`decode_datagram`] does not check it again. `skb` is as `mrc_rx`
-/// leaves it (see [`decode_datagram`]), with a control buffer that it
-/// cleared when it took the packet: nothing else marks one.
+/// leaves it (see [`decode_datagram`]), taken by [`take_datagram`]:
+/// nothing else marks one.
 pub(crate) fn check_data(skb: &mut SkBuff) -> Result<(), DecodeError> {
     let head = skb.linear().get(UDP_HLEN..).unwrap_or(&[]);
     let len = (skb.len() as usize).saturating_sub(UDP_HLEN);

@@ -15,7 +15,9 @@
 //! to the listener of its port; a packet for no connection is answered
 //! with a rate-limited RST.
 
-use crate::mrc_net::{check_data, decode_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN};
+use crate::mrc_net::{
+    check_data, decode_datagram, take_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN,
+};
 use crate::mrc_proto::{self, Body, DecodeError, Header, PacketType, SynId};
 use crate::mrc_sock::{self, SynAdmit};
 use crate::mrc_sys::{self, EncapHandler, SkBuff, SkbList, Sock, SockRef};
@@ -32,9 +34,7 @@ impl EncapHandler for MrcNet {
         let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
         while let Some(mut skb) = batch.pop() {
             datagrams += 1;
-            // The control buffer is MRC's from here; nothing the layers
-            // below left in it may pass for a mark of `check_data`.
-            skb.cb_mut().fill(0);
+            take_datagram(&mut skb);
             let len = skb.len();
             self.count_rx_datagram(len);
             // Only the headers are made linear first. A DATA packet's

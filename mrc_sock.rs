@@ -100,7 +100,7 @@ use crate::mrc_conn::{
     self, Conn, ConnConfig, DropReason, Event, Input, State, Transmit, MSG_QUEUE, WINDOW,
 };
 use crate::mrc_limit;
-use crate::mrc_net::{MrcNet, PeerRef, SessionKey, ORPHANS};
+use crate::mrc_net::{MrcNet, PeerRef, SessionKey, CB_FLAGS, CB_LEN, ORPHANS};
 use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, MAX_PATHS};
 use crate::mrc_proto::{Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_slots::Slots;
@@ -138,10 +138,7 @@ const MIN_TIMER_NS: u64 = 100_000;
 /// Most connections a listener keeps waiting for `accept`.
 const MAX_BACKLOG: usize = 4096;
 
-/// Marks in `skb->cb` of received packets: offset of the message length
-/// (in the first packet of a message) and of the flag byte.
-const CB_LEN: usize = 0;
-const CB_FLAGS: usize = 4;
+/// Flags at `CB_FLAGS` of a delivered packet.
 const CB_FIRST: u8 = 1;
 const CB_LAST: u8 = 2;
 
@@ -1126,8 +1123,7 @@ pub(crate) fn owner_backlog(sk: &Sock, r: Run<'_>, deferred: Deferred) {
 
 /// The owner takes what softirq deferred, before it releases the socket.
 pub(crate) fn take_backlog(sk: &Sock) {
-    let (r, d) = sk.start_run();
-    owner_backlog(sk, r, d);
+    with_conn(sk, |_, _| ());
 }
 
 /// Most turns of one [`run`]: the first, and those for what softirq or the

@@ -1876,11 +1876,22 @@ impl Deferred {
 #[must_use]
 pub(crate) struct Run<'a>(&'a Sock);
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// Starts a run of `sk`, counting it in `runs`, its count of runs under
+    /// way, which `slock` guards.
+    fn begin(sk: &'a Sock, runs: &mut u32) -> Self {
+        *runs = runs.saturating_add(1);
+        Run(sk)
+    }
+
+    /// Counts a run's end in `runs`, as [`Run::begin`] counted its start.
+    fn count_end(runs: &mut u32) {
+        *runs = runs.saturating_sub(1);
+    }
+
     /// Ends the run under `slock`, the socket's, held.
     fn end_locked(self, slock: &mut Slock<'_>) {
-        let runs = slock.runs();
-        *runs = runs.saturating_sub(1);
+        Self::count_end(slock.runs());
         // Ended: its drop would end it again.
         core::mem::forget(self);
     }
@@ -1888,9 +1899,7 @@ impl Run<'_> {
 
 impl Drop for Run<'_> {
     fn drop(&mut self) {
-        let mut slock = Slock::new(self.0);
-        let runs = slock.runs();
-        *runs = runs.saturating_sub(1);
+        Self::count_end(Slock::new(self.0).runs());
     }
 }
 
@@ -1931,9 +1940,8 @@ impl<'a> Slock<'a> {
 
     /// Starts a run, which takes what the backlog holds.
     fn start_run(&mut self) -> (Run<'a>, Deferred) {
-        let runs = self.runs();
-        *runs = runs.saturating_add(1);
-        (Run(self.0), self.take())
+        let run = Run::begin(self.0, self.runs());
+        (run, self.take())
     }
 
     fn deferred(&mut self) -> &mut Deferred {
@@ -2650,11 +2658,10 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
             return;
         }
         // SAFETY: as above.
-        let runs = unsafe { sock.runs_locked() };
-        *runs = runs.saturating_add(1);
+        let run = Run::begin(sock, unsafe { sock.runs_locked() });
         // SAFETY: held on entry; taken again below, as the caller expects.
         unsafe { bindings::mrc_sock_sunlock(sk) };
-        crate::mrc_sock::owner_backlog(sock, Run(sock), d);
+        crate::mrc_sock::owner_backlog(sock, run, d);
         // SAFETY: dropped above.
         unsafe { bindings::mrc_sock_slock(sk) };
     }
