@@ -644,6 +644,34 @@ pub enum SendError {
     Failed(ConnError),
 }
 
+/// What [`Conn::send_message`] takes now without refusing: any messages, up to `msgs` of
+/// them, of up to `max_msg` bytes each and `bytes` in all ([`Conn::send_room`]).
+///
+/// Nothing but the writer's messages shrinks it (acknowledgements grow it), so a writer
+/// that counts what it queued since it read the room may queue within the rest without
+/// asking the connection again; a connection that closes meanwhile refuses them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendRoom {
+    /// Messages.
+    pub msgs: u32,
+    /// Bytes of all of them.
+    pub bytes: u64,
+    /// Bytes of each.
+    pub max_msg: u32,
+}
+
+impl SendRoom {
+    /// Takes a message of `len` bytes out of the room, if it fits.
+    pub fn take(&mut self, len: u32) -> bool {
+        if self.msgs == 0 || len > self.max_msg || u64::from(len) > self.bytes {
+            return false;
+        }
+        self.msgs -= 1;
+        self.bytes -= u64::from(len);
+        true
+    }
+}
+
 /// Why [`Conn::remove_path`] refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RemovePathError {
@@ -1823,6 +1851,22 @@ impl Conn {
             return 0;
         }
         u64::from(self.cfg.sndbuf).saturating_sub(self.snd_buffered)
+    }
+
+    /// Returns what [`Conn::send_message`] takes now: nothing unless the connection is open
+    /// for sending, and otherwise messages while the ring of [`MSG_QUEUE`] ids and the send
+    /// buffer have room. (An empty buffer takes any one message; that is left out here.)
+    pub fn send_room(&self) -> SendRoom {
+        let open = matches!(self.state, State::Established | State::CloseWait) && !self.fin_queued;
+        if !open {
+            return SendRoom::default();
+        }
+        let used = (self.msgq_len as u64).max(self.next_msg_id.saturating_sub(self.acked_msgs));
+        SendRoom {
+            msgs: u32::try_from((MSG_QUEUE as u64).saturating_sub(used)).unwrap_or(0),
+            bytes: u64::from(self.cfg.sndbuf).saturating_sub(self.snd_buffered),
+            max_msg: self.max_msg_len(),
+        }
     }
 
     /// Returns the message bytes queued and not yet acknowledged (`SIOCOUTQ`).

@@ -192,8 +192,10 @@ fn recv_message(
         consumed(sk, msg_len, cost, 0);
     }
     res?;
-    if let Some(peer) = mrc_sock::peer_addr(sk) {
-        msg.set_name(&peer);
+    if msg.wants_name() {
+        if let Some(peer) = mrc_sock::peer_addr(sk) {
+            msg.set_name(&peer);
+        }
     }
     if msg_len > copied {
         msg.add_flags(msg_flags::TRUNC);

@@ -67,7 +67,14 @@
 //!   leaves its work the same way (`Sock::backlog_unless_free`,
 //!   `mrc_sys::Run`, `mrc_sock::input`). The backlog holds at most the
 //!   socket's receive and send buffers' worth of `truesize` (`rx_backlog`,
-//!   `drop_sock_backlog`).
+//!   `drop_sock_backlog`). Nor does a task wait for a run under way: the
+//!   writer hands its message to the run, within the room the connection
+//!   had as the last run left it (`Conn::send_room`, `Sock::hand_off`),
+//!   and the reader what it read (`Sock::hand_off_read`); the run takes
+//!   them before it ends, the messages before anything else is asked of
+//!   the connection, and in the order written. A run that starts takes the
+//!   messages handed first. So no message overtakes another, nor a FIN a
+//!   message.
 //! - **Memory.** Every packet a connection keeps is charged at its
 //!   `truesize` to the MRC socket's receive buffer and to the module-wide
 //!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);

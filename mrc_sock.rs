@@ -97,7 +97,7 @@ pub(crate) use options::{getsockopt, setsockopt};
 
 use crate::mrc_cc::CcKind;
 use crate::mrc_conn::{
-    self, Conn, ConnConfig, DropReason, Event, Input, State, Transmit, MSG_QUEUE, WINDOW,
+    self, Conn, ConnConfig, DropReason, Event, Input, SendRoom, State, Transmit, MSG_QUEUE, WINDOW,
 };
 use crate::mrc_limit;
 use crate::mrc_net::{MrcNet, PeerRef, SessionKey, CB_FLAGS, CB_LEN, ORPHANS};
@@ -105,8 +105,9 @@ use crate::mrc_path::{plane_count, plane_pair, PathIds, PathState, StateReason, 
 use crate::mrc_proto::{Body, Endpoint, Header, PacketType, MAX_ENDPOINTS};
 use crate::mrc_slots::Slots;
 use crate::mrc_sys::{
-    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, Backlog, Deferred, IpAddr, MrcAddr,
-    MsgBuf, Run, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest, UdpAddrs,
+    self, err, msg_flags, new_spinlock_bh, nl, poll_bits, Backlog, Deferred, Handed, IpAddr,
+    MrcAddr, MsgBuf, Read, Run, SkBuff, SkbList, Sock, SockRef, SpinLockBh, TxChain, TxDest,
+    UdpAddrs,
 };
 
 /// Bytes of the UDP header in front of every MRC packet.
@@ -1121,9 +1122,12 @@ pub(crate) fn owner_backlog(sk: &Sock, r: Run<'_>, deferred: Deferred) {
     run(sk, r, deferred, |_, _| ());
 }
 
-/// The owner takes what softirq deferred, before it releases the socket.
+/// The owner takes what softirq deferred, before it releases the socket,
+/// unless a run under way takes it.
 pub(crate) fn take_backlog(sk: &Sock) {
-    with_conn(sk, |_, _| ());
+    if let Some((r, d)) = sk.start_run_unless_running() {
+        run(sk, r, d, |_, _| ());
+    }
 }
 
 /// Most turns of one [`run`]: the first, and those for what softirq or the
@@ -1144,6 +1148,9 @@ fn run<R>(sk: &Sock, r: Run<'_>, deferred: Deferred, f: impl FnOnce(&mut Inner, 
     let result = {
         let mut inner = sk.state().inner.lock();
         let mut now = mrc_sys::now_ns();
+        // The writer's messages first: it may be this task, about to queue
+        // more or to close.
+        queue_handed(&mut inner, sk.take_handed());
         take_in(
             sk,
             net,
@@ -1159,17 +1166,18 @@ fn run<R>(sk: &Sock, r: Run<'_>, deferred: Deferred, f: impl FnOnce(&mut Inner, 
         let mut turns = 1;
         loop {
             if turns >= MAX_RUN_TURNS {
-                if sk.end_run(r) {
+                if sk.end_run(r, send_room(&inner)) {
                     arm_timer(sk, &mut inner, now + MIN_TIMER_NS);
                 }
                 break;
             }
-            let Some((next, d)) = sk.continue_run(r) else {
+            let Some((next, d, handed)) = sk.continue_run(r, send_room(&inner)) else {
                 break;
             };
             r = next;
             turns += 1;
             now = mrc_sys::now_ns();
+            queue_handed(&mut inner, handed);
             take_in(sk, net, &mut inner, d, now, &mut answer_rst, &mut gone);
             drive(sk, net, &mut inner, now, &mut after);
         }
@@ -1754,6 +1762,11 @@ pub(crate) fn shutdown(sk: &Sock, how: i32) -> Result {
 /// Checks that `sk` may queue data: connected and not shut down for
 /// writing. A closed connection reports its error, or `EPIPE`.
 pub(crate) fn send_ready(sk: &Sock, flags: i32) -> Result {
+    // Room left by the last run means that it found the socket connected
+    // and open for sending: the writer need not wait for the lock.
+    if sk.has_send_room() {
+        return Ok(());
+    }
     let inner = sk.state().inner.lock();
     match inner.mode {
         Mode::Connected => {}
@@ -1773,32 +1786,83 @@ pub(crate) fn send_ready(sk: &Sock, flags: i32) -> Result {
 
 /// Queues `buf`, `len` bytes, as one message of the connection; `EAGAIN`
 /// (and `buf` kept) when the send buffer has no room for it now.
+///
+/// While a run of the connection is under way (softirq's, sending what
+/// acknowledgements let go), the message is handed to it instead, if the
+/// connection has room for it (`Sock::hand_off`): the writer does not wait
+/// for the connection's lock, which the run holds.
 pub(crate) fn queue_message(sk: &Sock, buf: &mut Option<MsgBuf>, len: u32) -> Result<i32> {
-    with_conn(sk, |inner, _| {
-        let Some(s) = inner.sess.as_deref_mut() else {
-            return Err(err::not_connected());
-        };
-        match s.conn.send_message(len) {
-            Ok(id) => {
-                // The core takes a new message as soon as acknowledgements
-                // make room in the ring of `MSG_QUEUE` ids, and those may
-                // have come in this very turn (packets the owner took from
-                // the backlog), before `drive` freed their messages: the
-                // slot of `id` may still hold the message `MSG_QUEUE` ids
-                // older, which `drive` would then free in its place, and the
-                // new message would never leave. Free them first.
-                s.free_acked();
-                if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
-                    *slot = buf.take();
-                }
-                inner.tx_bytes += u64::from(len);
-                Ok(len as i32)
-            }
-            Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
-            Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
-            Err(e) => Err(e.into()),
+    if let Some(b) = buf.take() {
+        match sk.hand_off(b, len) {
+            Ok(()) => return Ok(len as i32),
+            Err(b) => *buf = Some(b),
         }
-    })
+    }
+    with_conn(sk, |inner, _| queue_one(inner, buf, len))
+}
+
+/// Queues `buf`, `len` bytes, as the connection's next message, under its
+/// lock; `EAGAIN` (and `buf` kept) when the send buffer has no room.
+fn queue_one(inner: &mut Inner, buf: &mut Option<MsgBuf>, len: u32) -> Result<i32> {
+    let Some(s) = inner.sess.as_deref_mut() else {
+        return Err(err::not_connected());
+    };
+    match s.conn.send_message(len) {
+        Ok(id) => {
+            // The core takes a new message as soon as acknowledgements make
+            // room in the ring of `MSG_QUEUE` ids, and those may have come
+            // in this very turn (packets the owner took from the backlog),
+            // before `drive` freed their messages: the slot of `id` may
+            // still hold the message `MSG_QUEUE` ids older, which `drive`
+            // would then free in its place, and the new message would never
+            // leave. Free them first.
+            s.free_acked();
+            if let Some(slot) = s.msgs.get_mut((id % MSG_QUEUE as u64) as usize) {
+                *slot = buf.take();
+            }
+            inner.tx_bytes += u64::from(len);
+            Ok(len as i32)
+        }
+        Err(mrc_conn::SendError::WouldBlock) => Err(EAGAIN),
+        Err(mrc_conn::SendError::Shutdown) => Err(EPIPE),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Queues the messages the writer handed to a run ([`queue_message`]), in
+/// order. They fit the room the connection had (`Conn::send_room`); one it
+/// refuses all the same, because it closed meanwhile, is dropped, as a
+/// message it took just before it closed would have been.
+fn queue_handed(inner: &mut Inner, handed: Handed) {
+    let read = handed.read;
+    if read.bytes > 0 || read.cost > 0 {
+        take_read(inner, read);
+    }
+    for (buf, len) in handed.into_msgs() {
+        let _ = queue_one(inner, &mut Some(buf), len);
+    }
+}
+
+/// The reader read `read.bytes`, and packets of `read.cost` left the
+/// window.
+fn take_read(inner: &mut Inner, read: Read) {
+    inner.rx_bytes += read.bytes;
+    if let Some(s) = inner.sess.as_deref_mut() {
+        s.conn.release_recv(read.bytes, read.cost);
+    }
+}
+
+/// What the connection takes from its writer now, for messages handed
+/// off meanwhile (`Sock::hand_off`): nothing unless the socket is open for
+/// sending.
+fn send_room(inner: &Inner) -> SendRoom {
+    if inner.mode != Mode::Connected || inner.wr_shut || inner.closed {
+        return SendRoom::default();
+    }
+    inner
+        .sess
+        .as_deref()
+        .map_or_else(SendRoom::default, |s| s.conn.send_room())
 }
 
 /// How many of a stream write's `remaining` bytes to queue as the next
@@ -1825,6 +1889,11 @@ pub(crate) fn pipe(flags: i32) -> Error {
 
 /// Checks that `sk` has (or had) a connection to read from.
 pub(crate) fn recv_ready(sk: &Sock) -> Result {
+    // As in `send_ready`: room left by the last run means it found the
+    // socket connected.
+    if sk.has_send_room() {
+        return Ok(());
+    }
     let inner = sk.state().inner.lock();
     if matches!(inner.mode, Mode::Open | Mode::Listening | Mode::Connecting) {
         return Err(err::not_connected());
@@ -1843,13 +1912,22 @@ pub(crate) fn read_closed(sk: &Sock) -> bool {
 /// that took `cost` of the window (`mrc_conn::window_cost` of each): they
 /// leave the window. `head_off` is how much of the first queued packet is
 /// now read (a stream's place; 0 when whole packets were taken).
+///
+/// Whole messages read while a run of the connection is under way are
+/// handed to it (`Sock::hand_off_read`): the reader does not wait for the
+/// lock that the run holds. A stream's place in its first packet is kept
+/// under the lock, so a stream's reads are taken here.
 pub(crate) fn consumed(sk: &Sock, bytes: u32, cost: u64, head_off: u32) {
+    let read = Read {
+        bytes: u64::from(bytes),
+        cost,
+    };
+    if !sk.is_stream() && sk.hand_off_read(read) {
+        return;
+    }
     with_conn(sk, |inner, _| {
         inner.head_off = head_off;
-        inner.rx_bytes += u64::from(bytes);
-        if let Some(s) = inner.sess.as_deref_mut() {
-            s.conn.release_recv(u64::from(bytes), cost);
-        }
+        take_read(inner, read);
     });
 }
 

@@ -7,7 +7,7 @@
 //! of `rust/kernel/net/phy.rs`. The rest of the module calls these wrappers
 //! and never names `bindings::` itself.
 
-use crate::mrc_conn::{ConnError, OpenError, RemovePathError, SendError};
+use crate::mrc_conn::{ConnError, OpenError, RemovePathError, SendError, SendRoom};
 use core::{
     cell::UnsafeCell,
     ffi::c_void,
@@ -1844,7 +1844,91 @@ struct SockWith {
     /// How many [`Run`]s of the connection are under way. Guarded by
     /// `slock`.
     runs: UnsafeCell<u32>,
+    /// Messages the writer handed to a run under way, and the room it
+    /// hands them within ([`Sock::hand_off`]). Guarded by `slock`.
+    handoff: UnsafeCell<Handoff>,
+    /// Whether `handoff` holds messages: written under `slock`, read
+    /// without it as a hint ([`Sock::take_handed`]).
+    handed: AtomicBool,
     state: State,
+}
+
+/// Most messages a writer hands to the runs under way before it waits for
+/// one ([`Sock::hand_off`]).
+const HANDOFF_MSGS: usize = 8;
+
+/// Messages a writer handed to a run under way, with their lengths, in the
+/// order written, for the run to queue to the connection.
+#[derive(Default)]
+pub(crate) struct Handed {
+    msgs: [Option<(MsgBuf, u32)>; HANDOFF_MSGS],
+    len: usize,
+    /// What the reader read meanwhile ([`Sock::hand_off_read`]).
+    pub(crate) read: Read,
+}
+
+/// Bytes a reader read, and the window cost of the packets they took
+/// (`mrc_conn::window_cost`), which leave the connection's window.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Read {
+    pub(crate) bytes: u64,
+    pub(crate) cost: u64,
+}
+
+impl Handed {
+    fn is_empty(&self) -> bool {
+        self.len == 0 && self.read.bytes == 0 && self.read.cost == 0
+    }
+
+    fn push(&mut self, msg: MsgBuf, len: u32) -> Result<(), MsgBuf> {
+        match self.msgs.get_mut(self.len) {
+            Some(slot) => {
+                *slot = Some((msg, len));
+                self.len += 1;
+                Ok(())
+            }
+            None => Err(msg),
+        }
+    }
+
+    /// The lengths of the messages.
+    fn lens(&self) -> impl Iterator<Item = u32> + '_ {
+        self.msgs.iter().flatten().map(|(_, len)| *len)
+    }
+}
+
+impl Handed {
+    /// The messages and their lengths, in the order handed.
+    pub(crate) fn into_msgs(
+        self,
+    ) -> core::iter::Flatten<core::array::IntoIter<Option<(MsgBuf, u32)>, HANDOFF_MSGS>> {
+        self.msgs.into_iter().flatten()
+    }
+}
+
+/// What a writer hands to the runs of its connection under way instead of
+/// waiting for the connection's lock, which they hold ([`Sock::hand_off`]).
+#[derive(Default)]
+struct Handoff {
+    msgs: Handed,
+    /// What the connection takes beyond `msgs`, as the last run to end
+    /// left it ([`Sock::continue_run`]): the room it published, less the
+    /// messages handed since.
+    room: SendRoom,
+}
+
+impl Handoff {
+    /// Sets the room to `room`, the connection's as a run that holds its
+    /// lock sees it, less the messages handed that it has not queued.
+    fn publish(&mut self, mut room: SendRoom, taken: &Handed) {
+        for len in Iterator::chain(self.msgs.lens(), taken.lens()) {
+            if !room.take(len) {
+                room = SendRoom::default();
+                break;
+            }
+        }
+        self.room = room;
+    }
 }
 
 /// What softirq left for the owner of a socket (the task that holds it
@@ -1936,6 +2020,18 @@ impl<'a> Slock<'a> {
         // SAFETY: `self` holds `slock`, and `&mut self` makes this the only
         // access through the guard.
         unsafe { self.0.runs_locked() }
+    }
+
+    fn handoff(&mut self) -> &mut Handoff {
+        // SAFETY: `self` holds `slock`, and `&mut self` makes this the only
+        // access through the guard.
+        unsafe { self.0.handoff_locked() }
+    }
+
+    /// Takes the messages handed off, and clears the hint.
+    fn take_handed(&mut self) -> Handed {
+        self.0.handed_hint().store(false, Ordering::Relaxed);
+        core::mem::take(&mut self.handoff().msgs)
     }
 
     /// Starts a run, which takes what the backlog holds.
@@ -2093,30 +2189,115 @@ impl Sock {
         Slock::new(self).start_run()
     }
 
+    /// As [`Sock::start_run`], unless a run is under way, which takes what
+    /// softirq left before it ends.
+    pub(crate) fn start_run_unless_running(&self) -> Option<(Run<'_>, Deferred)> {
+        let mut slock = Slock::new(self);
+        if *slock.runs() > 0 {
+            return None;
+        }
+        Some(slock.start_run())
+    }
+
     /// Called by `run` with the connection's lock held, after it drove
     /// the connection: if softirq or the timer left anything meanwhile,
     /// returns it, for `run` to do, still holding the lock, and call again.
     /// Otherwise ends `run` and returns `None`: from here softirq runs the
     /// connection itself (and waits only for the lock's release).
-    pub(crate) fn continue_run<'a>(&'a self, run: Run<'a>) -> Option<(Run<'a>, Deferred)> {
+    ///
+    /// `room` is what the connection takes from its writer now
+    /// (`Conn::send_room`), which the writer hands messages off within
+    /// ([`Sock::hand_off`]); the messages handed off are returned with what
+    /// softirq left, for the run to queue first.
+    pub(crate) fn continue_run<'a>(
+        &'a self,
+        run: Run<'a>,
+        room: SendRoom,
+    ) -> Option<(Run<'a>, Deferred, Handed)> {
         let mut slock = Slock::new(self);
         let d = slock.take();
-        if !d.is_empty() {
+        let handed = slock.take_handed();
+        slock.handoff().publish(room, &handed);
+        if !d.is_empty() || !handed.is_empty() {
             drop(slock);
-            return Some((run, d));
+            return Some((run, d, handed));
         }
         run.end_locked(&mut slock);
         None
     }
 
-    /// Ends `run`, leaving in the backlog whatever softirq or the timer
-    /// left there meanwhile, for a run that starts later, or the owner as
-    /// it releases the socket: for a run that has done enough in one go.
-    /// Returns whether anything was left.
-    pub(crate) fn end_run(&self, run: Run<'_>) -> bool {
+    /// Ends `run`, leaving in the backlog whatever softirq, the timer or
+    /// the writer left there meanwhile, for a run that starts later, or the
+    /// owner as it releases the socket: for a run that has done enough in
+    /// one go. `room` is as for [`Sock::continue_run`]. Returns whether
+    /// anything was left.
+    pub(crate) fn end_run(&self, run: Run<'_>, room: SendRoom) -> bool {
         let mut slock = Slock::new(self);
         run.end_locked(&mut slock);
-        !slock.deferred().is_empty()
+        slock.handoff().publish(room, &Handed::default());
+        !slock.deferred().is_empty() || !slock.handoff().msgs.is_empty()
+    }
+
+    /// The writer, which owns the socket, hands `msg` of `len` bytes to a
+    /// [`Run`] of the connection under way, instead of waiting for the
+    /// connection's lock that the run holds (softirq's, mostly, sending
+    /// what acknowledgements let go): the run queues it before it ends.
+    /// Only within the room the last run left ([`Sock::continue_run`]), so
+    /// that the connection takes it as it would have now, unless it closes
+    /// meanwhile; the run queues the messages in the order handed, before
+    /// anything else the connection is asked to send. Gives `msg` back if
+    /// no run is under way, if it does not fit, or if too many are handed
+    /// already: the writer then runs the connection itself.
+    pub(crate) fn hand_off(&self, msg: MsgBuf, len: u32) -> Result<(), MsgBuf> {
+        let mut slock = Slock::new(self);
+        if *slock.runs() == 0 {
+            return Err(msg);
+        }
+        let h = slock.handoff();
+        let mut room = h.room;
+        if !room.take(len) {
+            return Err(msg);
+        }
+        h.msgs.push(msg, len)?;
+        h.room = room;
+        self.handed_hint().store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The reader, which owns the socket, hands what it read to a [`Run`]
+    /// of the connection under way, as [`Sock::hand_off`] does messages,
+    /// instead of waiting for the connection's lock to take it out of the
+    /// window: the run does that before it ends. Returns whether a run was
+    /// under way to take it.
+    pub(crate) fn hand_off_read(&self, read: Read) -> bool {
+        let mut slock = Slock::new(self);
+        if *slock.runs() == 0 {
+            return false;
+        }
+        let r = &mut slock.handoff().msgs.read;
+        r.bytes = r.bytes.saturating_add(read.bytes);
+        r.cost = r.cost.saturating_add(read.cost);
+        self.handed_hint().store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether the last run left room for the writer: the connection is
+    /// open for sending, as a writer checks before it copies a message.
+    pub(crate) fn has_send_room(&self) -> bool {
+        Slock::new(self).handoff().room.msgs > 0
+    }
+
+    /// Takes the messages the writer handed off, for a run that holds the
+    /// connection's lock to queue before it queues anything else. Without
+    /// `slock` if the hint says there are none: the writer that handed
+    /// them, and a task that owns the socket after it, see its own or its
+    /// predecessor's store; a run that misses them takes them before it
+    /// ends ([`Sock::continue_run`]).
+    pub(crate) fn take_handed(&self) -> Handed {
+        if !self.handed_hint().load(Ordering::Relaxed) {
+            return Handed::default();
+        }
+        Slock::new(self).take_handed()
     }
 
     /// Whether softirq left anything for the owner ([`Sock::start_run`]):
@@ -2160,6 +2341,23 @@ impl Sock {
         // SAFETY: `runs` is initialised by `init_sock` (type invariant);
         // the caller's `slock` excludes every other access to it.
         unsafe { &mut *(*self.with()).runs.get() }
+    }
+
+    /// The writer's messages handed to runs under way.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Sock::deferred_locked`], for `handoff`.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn handoff_locked(&self) -> &mut Handoff {
+        // SAFETY: `handoff` is initialised by `init_sock` (type invariant);
+        // the caller's `slock` excludes every other access to it.
+        unsafe { &mut *(*self.with()).handoff.get() }
+    }
+
+    fn handed_hint(&self) -> &AtomicBool {
+        // SAFETY: initialised by `init_sock` (type invariant); an atomic.
+        unsafe { &(*self.with()).handed }
     }
 
     fn pending(&self) -> &AtomicBool {
@@ -2439,6 +2637,8 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         ptr::addr_of_mut!((*this).deferred).write(UnsafeCell::new(Deferred::default()));
         ptr::addr_of_mut!((*this).pending).write(AtomicBool::new(false));
         ptr::addr_of_mut!((*this).runs).write(UnsafeCell::new(0));
+        ptr::addr_of_mut!((*this).handoff).write(UnsafeCell::new(Handoff::default()));
+        ptr::addr_of_mut!((*this).handed).write(AtomicBool::new(false));
         let init = State::new();
         let _ = init.__pinned_init(ptr::addr_of_mut!((*this).state));
         (*sk).sk_destruct = Some(sk_destruct);
@@ -2633,6 +2833,7 @@ unsafe extern "C" fn sk_destruct(sk: *mut bindings::sock) {
     unsafe {
         bindings::mrc_skb_queue_purge(ptr::addr_of_mut!((*sk).sk_receive_queue));
         ptr::drop_in_place(ptr::addr_of_mut!((*this).deferred));
+        ptr::drop_in_place(ptr::addr_of_mut!((*this).handoff));
         ptr::drop_in_place(ptr::addr_of_mut!((*this).state));
     }
 }
@@ -2642,7 +2843,9 @@ unsafe extern "C" fn sk_destruct(sk: *mut bindings::sock) {
 /// softirq deferred meanwhile is done here, with `slock` dropped (as
 /// MPTCP's `release_cb` does), and again until nothing is left: softirq
 /// checks ownership under `slock`, which is held from the last check until
-/// ownership ends, so nothing is left behind.
+/// ownership ends, so nothing is left behind. Unless a [`Run`] is under
+/// way, which takes it before it ends (`Sock::continue_run`), while the
+/// owner would only wait for the lock that the run holds.
 ///
 /// # Safety
 ///
@@ -2651,6 +2854,11 @@ unsafe extern "C" fn release_cb(sk: *mut bindings::sock) {
     // SAFETY: the caller owns the live socket.
     let sock = unsafe { Sock::from_raw(sk) };
     loop {
+        // SAFETY: `slock` is held (the function's contract; and again after
+        // each turn below), and nothing else here refers to `runs`.
+        if *unsafe { sock.runs_locked() } > 0 {
+            return;
+        }
         // SAFETY: `slock` is held (the function's contract; and again after
         // each turn below), and nothing else here refers to `deferred`.
         let d = unsafe { sock.take_deferred_locked() };
@@ -3342,6 +3550,12 @@ impl Msg {
                 len as c_int,
             )
         })
+    }
+
+    /// Whether the caller asked for the source of a received message.
+    pub(crate) fn wants_name(&self) -> bool {
+        // SAFETY: the message header is valid for the call; reads a pointer.
+        unsafe { !(*self.0.as_ptr()).msg_name.is_null() }
     }
 
     /// Reports `addr` as the source of a received message, if asked for.

@@ -9,8 +9,8 @@ use std::mem::MaybeUninit;
 use mrc_core::mrc_cc::CcKind;
 use mrc_core::mrc_conn::{
     self, window_cost, Conn, ConnConfig, ConnError, DropReason, Event, Input, OpenError,
-    RemovePathError, SendError, SendLimit, State, Transmit, MIN_TX_BUF, MIN_WINDOW_COST, MSG_QUEUE,
-    STREAM_MSG, WINDOW,
+    RemovePathError, SendError, SendLimit, SendRoom, State, Transmit, MIN_TX_BUF, MIN_WINDOW_COST,
+    MSG_QUEUE, STREAM_MSG, WINDOW,
 };
 use mrc_core::mrc_path::{PathConfig, PathIds, PathIdx, PathState, StateReason};
 use mrc_core::mrc_proto::{
@@ -2348,6 +2348,98 @@ fn send_errors() {
     client.send_message(2000).unwrap();
     client.close(MS);
     assert_eq!(client.send_message(1), Err(SendError::Shutdown));
+}
+
+#[test]
+fn send_room_is_what_send_message_takes() {
+    let cfg = ConnConfig {
+        sndbuf: 10_000,
+        max_msg: 8000,
+        ..ConnConfig::default()
+    };
+    assert_eq!(new_conn(cfg).send_room(), SendRoom::default());
+    let (mut client, _server) = established_with(cfg, cfg);
+    let mut room = client.send_room();
+    assert_eq!(
+        room,
+        SendRoom {
+            msgs: MSG_QUEUE as u32,
+            bytes: 10_000,
+            max_msg: 8000,
+        }
+    );
+    assert!(!room.take(8001));
+    assert!(room.take(8000));
+    client.send_message(8000).unwrap();
+    assert_eq!(client.send_room(), room);
+    assert!(!room.take(3000));
+    assert_eq!(client.send_message(3000), Err(SendError::WouldBlock));
+    assert!(room.take(2000));
+    client.send_message(2000).unwrap();
+    assert_eq!(client.send_room().bytes, 0);
+    client.close(MS);
+    assert_eq!(client.send_room(), SendRoom::default());
+}
+
+#[test]
+fn send_room_counts_the_ring_of_message_ids() {
+    let (mut client, _server) = established_with(ConnConfig::default(), ConnConfig::default());
+    let mut room = client.send_room();
+    for _ in 0..MSG_QUEUE {
+        assert!(room.take(1));
+        client.send_message(1).unwrap();
+    }
+    assert_eq!(room.msgs, 0);
+    assert_eq!(client.send_room().msgs, 0);
+    assert_eq!(client.send_message(1), Err(SendError::WouldBlock));
+}
+
+/// A writer that read the room once and counts what it queued since may queue within the
+/// rest however the connection moved meanwhile: acknowledgements only grow the room.
+#[test]
+fn send_room_read_earlier_still_holds_after_acknowledgements() {
+    let cfg = ConnConfig {
+        sndbuf: 16 * 1024,
+        ..ConnConfig::default()
+    };
+    let (mut client, mut server) = established_with(cfg, cfg);
+    let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+    let mut room = client.send_room();
+    let (mut queued, mut refused) = (0, 0);
+    for step in 0..3000u64 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let len = 1 + (seed >> 33) as u32 % 9000;
+        let now = step * 10 * US;
+        match seed % 8 {
+            // The run under way: packets both ways, then the room as it left it.
+            0 => {
+                exchange(&mut client, &mut server, now);
+                for ev in events(&mut server) {
+                    if let Event::Message { len, cost, .. } = ev {
+                        server.release_recv(u64::from(len), cost);
+                    }
+                }
+                let fresh = client.send_room();
+                assert!(fresh.bytes >= room.bytes && fresh.msgs >= room.msgs);
+                room = fresh;
+            }
+            // The writer hands a message over within the room it counted.
+            _ => {
+                if room.take(len) {
+                    assert_eq!(client.send_message(len).map(|_| ()), Ok(()), "step {step}");
+                    queued += 1;
+                } else {
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        queued > 100 && refused > 100,
+        "queued {queued}, refused {refused}"
+    );
 }
 
 #[test]
