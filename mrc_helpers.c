@@ -338,7 +338,26 @@ bool mrc_sock_linger(const struct sock *sk, unsigned long *time) { *time = READ_
 bool mrc_sock_dead(const struct sock *sk) { return sock_flag(sk, SOCK_DEAD); }
 void mrc_sk_set_err(struct sock *sk, int err) { WRITE_ONCE(sk->sk_err, err); sk_error_report(sk); }
 void mrc_sk_data_ready(struct sock *sk) { sk->sk_data_ready(sk); }
-void mrc_sk_write_space(struct sock *sk) { sk->sk_write_space(sk); }
+/*
+ * As sk_stream_write_space(): writers are woken only if one found no room
+ * (SOCK_NOSPACE, set by mrc_sk_set_nospace()). A task asleep on the socket
+ * for another reason, a reader waiting for a reply, say, is not woken
+ * whenever an acknowledgement frees a message.
+ */
+void mrc_sk_write_space(struct sock *sk)
+{
+	struct socket *sock = READ_ONCE(sk->sk_socket);
+
+	if (sock && test_and_clear_bit(SOCK_NOSPACE, &sock->flags))
+		sk->sk_write_space(sk);
+}
+void mrc_sk_set_nospace(struct sock *sk)
+{
+	struct socket *sock = READ_ONCE(sk->sk_socket);
+
+	if (sock)
+		set_bit(SOCK_NOSPACE, &sock->flags);
+}
 void mrc_sk_state_change(struct sock *sk) { sk->sk_state_change(sk); }
 void mrc_send_sigpipe(void) { send_sig(SIGPIPE, current, 0); }
 u64 mrc_ktime_get_ns(void) { return ktime_get_ns(); }

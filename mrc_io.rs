@@ -62,6 +62,11 @@ fn send_message(
             return true;
         }
         result = mrc_sock::queue_message(sk, &mut buf, len32);
+        if result == Err(EAGAIN) {
+            // Only a writer that found no room is woken when there is.
+            sk.set_nospace();
+            result = mrc_sock::queue_message(sk, &mut buf, len32);
+        }
         result != Err(EAGAIN)
     });
     match (waited, result) {
@@ -88,6 +93,11 @@ fn send_stream(
         let mut chunk = Ok(0);
         let waited = guard.wait(&mut timeo, || {
             chunk = mrc_sock::stream_chunk(sk, len - sent);
+            if chunk == Ok(0) {
+                // As in `send_message`.
+                sk.set_nospace();
+                chunk = mrc_sock::stream_chunk(sk, len - sent);
+            }
             chunk != Ok(0)
         });
         let n = match (waited, chunk) {

@@ -1725,6 +1725,9 @@ pub(crate) fn poll(sk: &Sock) -> u32 {
             });
             if closed || inner.wr_shut || room {
                 mask |= poll_bits::OUT;
+            } else {
+                // The lock is held: room made after this check finds it set.
+                sk.set_nospace();
             }
         }
     }

@@ -2483,10 +2483,20 @@ impl Sock {
         unsafe { bindings::mrc_sk_data_ready(self.as_ptr()) };
     }
 
-    /// Wakes writers (`sk_write_space`).
+    /// Wakes writers (`sk_write_space`) if one found no room
+    /// ([`Sock::set_nospace`]), as `sk_stream_write_space` does.
     pub(crate) fn write_space(&self) {
         // SAFETY: any context.
         unsafe { bindings::mrc_sk_write_space(self.as_ptr()) };
+    }
+
+    /// A writer, or a poll for writing, found no room: the next
+    /// [`Sock::write_space`] wakes it (`SOCK_NOSPACE`). Set before the last
+    /// check for room, which takes the connection's lock after it, so that
+    /// room made after that check finds it set.
+    pub(crate) fn set_nospace(&self) {
+        // SAFETY: any context; sets a bit of the socket's flags atomically.
+        unsafe { bindings::mrc_sk_set_nospace(self.as_ptr()) };
     }
 
     /// Wakes every waiter (`sk_state_change`).

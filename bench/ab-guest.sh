@@ -42,7 +42,13 @@ busy_ticks() {
 	echo $((u + n + s + irq + sirq + st))
 }
 
-# one NAME PROTO: one transfer; prints "NAME goodput_mbps cpu_ms_per_mb".
+# What one transfer sends, and the two figures reported of it.
+mode_args=(--msg-size 16384) cols="goodput_mbps cpu_ms_per_mb"
+if [ "${AB_MODE:-throughput}" = latency ]; then
+	mode_args=(--msg-size 64 --mode latency) cols="p50_us p99_us"
+fi
+
+# one NAME PROTO: one transfer; prints NAME and the two figures of $cols.
 one() {
 	local name=$1 proto=$2 t0 t1 bytes mbps
 	ip netns exec "$srv" "$perf_bin" server --proto "$proto" --port 5001 --json \
@@ -51,10 +57,17 @@ one() {
 	sleep 1
 	t0=$(busy_ticks)
 	ip netns exec "$cli" "$perf_bin" client --proto "$proto" --addr 10.81.0.2 --port 5001 \
-		--duration "$secs" --msg-size 16384 --json >/tmp/ab-client.json 2>/tmp/ab-client.err ||
+		--duration "$secs" "${mode_args[@]}" --json >/tmp/ab-client.json 2>/tmp/ab-client.err ||
 		echo "# $name: client failed: $(tail -n 2 /tmp/ab-client.err)"
 	t1=$(busy_ticks)
 	wait "$spid" || echo "# $name: server failed"
+	if [ "${AB_MODE:-throughput}" = latency ]; then
+		awk -v n="$name" \
+			-v p50="$(grep -o '"p50":[0-9.]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)" \
+			-v p99="$(grep -o '"p99":[0-9.]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)" \
+			'BEGIN { printf "%s %.1f %.1f\n", n, p50, p99 }'
+		return
+	fi
 	bytes=$(grep -o '"bytes":[0-9]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)
 	mbps=$(grep -o '"goodput_mbps":[0-9.]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)
 	awk -v n="$name" -v b="${bytes:-0}" -v m="${mbps:-0}" -v t=$((t1 - t0)) -v hz="$hz" \
@@ -81,15 +94,15 @@ with() {
 	exit 1
 }
 
-echo "# unshaped veth, MTU $mtu, GRO ${AB_GRO:-0}, RFS ${AB_RFS:-0}, $rounds rounds of $secs s;" \
-	"A: ${AB_PARAMS_A:-} ${AB_SET_A:-} B: ${AB_PARAMS_B:-} ${AB_SET_B:-}"
-echo "# variant goodput_mbps cpu_ms_per_mb"
+echo "# unshaped veth, MTU $mtu, GRO ${AB_GRO:-0}, RFS ${AB_RFS:-0}, ${AB_MODE:-throughput}," \
+	"$rounds rounds of $secs s; A: ${AB_PARAMS_A:-} ${AB_SET_A:-} B: ${AB_PARAMS_B:-} ${AB_SET_B:-}"
+echo "# variant $cols"
 for ((r = 1; r <= rounds; r++)); do
 	with "$ko_a" "${AB_PARAMS_A:-}" A "${AB_SET_A:-}"
 	with "$ko_b" "${AB_PARAMS_B:-}" B "${AB_SET_B:-}"
 	one TCP tcp
 done | tee /tmp/ab.txt
-echo "# medians: variant goodput_mbps cpu_ms_per_mb"
+echo "# medians: variant $cols"
 for v in A B TCP; do
 	awk -v v="$v" '$1 == v { g[++n] = $2; c[n] = $3 }
 	function med(a, n,   i, j, t) {

@@ -15,6 +15,8 @@
 #                  (NAME=VALUE of `mrc-status param set`, ','-separated,
 #                  as BENCH_MRC_NS_PARAMS of make bench; e.g.
 #                  "cc=reno,ev_per_plane=1")
+#   AB_MODE (throughput; latency: 64-byte messages, each answered before
+#   the next is sent, reporting the round trip's p50 and p99 in us instead)
 #   AB_MTU (1500)  AB_ROUNDS (3)  AB_SECS (5)  AB_GRO (0: 1 turns GRO on
 #   at the receiving end of the veth)  AB_RFS (0: 1 adds receive flow
 #   steering to the packet steering, for every variant)
@@ -56,5 +58,5 @@ exec scripts/vm.sh --flavor release env \
 	AB_PARAMS_A="${AB_PARAMS_A:-}" AB_PARAMS_B="${AB_PARAMS_B:-}" \
 	AB_SET_A="${AB_SET_A:-}" AB_SET_B="${AB_SET_B:-}" \
 	AB_MTU="${AB_MTU:-1500}" AB_ROUNDS="${AB_ROUNDS:-3}" AB_SECS="${AB_SECS:-5}" \
-	AB_GRO="${AB_GRO:-0}" AB_RFS="${AB_RFS:-0}" \
+	AB_GRO="${AB_GRO:-0}" AB_RFS="${AB_RFS:-0}" AB_MODE="${AB_MODE:-throughput}" \
 	"$top/bench/ab-guest.sh" "$ko_a" "$ko_b" "$top/tools/target/release/mrc-perf"

@@ -152,6 +152,7 @@ bool mrc_sock_dead(const struct sock *sk);
 void mrc_sk_set_err(struct sock *sk, int err);
 void mrc_sk_data_ready(struct sock *sk);
 void mrc_sk_write_space(struct sock *sk);
+void mrc_sk_set_nospace(struct sock *sk);
 void mrc_sk_state_change(struct sock *sk);
 void mrc_send_sigpipe(void);
 u64 mrc_ktime_get_ns(void);

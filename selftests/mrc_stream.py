@@ -272,6 +272,14 @@ def cmd_client(args):
     except BlockingIOError:
         ck.check("blocking write with SO_SNDTIMEO is partial or EAGAIN", True, True)
     ck.check("it waited for the timeout", time.monotonic() - t0 > 0.25, True)
+    # A writer that found no room is woken once the reader makes some, and
+    # not before: edge-triggered EPOLLOUT.
+    ep = select.epoll()
+    ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
+    ck.check("no EPOLLOUT while the peer reads nothing", ep.poll(0.2), [])
+    ev = ep.poll(15)
+    ck.check("EPOLLOUT once the peer reads", len(ev) == 1 and bool(ev[0][1] & select.EPOLLOUT), True)
+    ep.close()
     s.close()
 
     # epoll, edge triggered: one wakeup per arrival, none while idle.
