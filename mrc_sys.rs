@@ -1895,9 +1895,7 @@ impl Handed {
     fn lens(&self) -> impl Iterator<Item = u32> + '_ {
         self.msgs.iter().flatten().map(|(_, len)| *len)
     }
-}
 
-impl Handed {
     /// The messages and their lengths, in the order handed.
     pub(crate) fn into_msgs(
         self,
@@ -2495,7 +2493,9 @@ impl Sock {
     /// check for room, which takes the connection's lock after it, so that
     /// room made after that check finds it set.
     pub(crate) fn set_nospace(&self) {
-        // SAFETY: any context; sets a bit of the socket's flags atomically.
+        // SAFETY: the socket is alive (`&self`); the helper reads
+        // `sk_socket` once and leaves an orphan (null) alone, and `set_bit`
+        // is atomic, so it may race with the socket layer's own flag updates.
         unsafe { bindings::mrc_sk_set_nospace(self.as_ptr()) };
     }
 
@@ -3564,7 +3564,9 @@ impl Msg {
 
     /// Whether the caller asked for the source of a received message.
     pub(crate) fn wants_name(&self) -> bool {
-        // SAFETY: the message header is valid for the call; reads a pointer.
+        // SAFETY: `self` wraps the `msghdr` of the `recvmsg` call under way,
+        // which the socket layer keeps valid until it returns; only the
+        // pointer is read, never followed.
         unsafe { !(*self.0.as_ptr()).msg_name.is_null() }
     }
 
