@@ -105,8 +105,9 @@ def serve(c):
         c.shutdown(socket.SHUT_WR)
         c.recv(1)
     elif cmd == b"stall":
-        # Reads nothing for a while, then everything.
-        time.sleep(4)
+        # Reads nothing for a while, then everything: long enough for the
+        # client to see its writes stop on a slow (debug, emulated) machine.
+        time.sleep(8)
         recv_all(c)
     elif cmd == b"epoll":
         for i in range(3):
@@ -272,6 +273,23 @@ def cmd_client(args):
     except BlockingIOError:
         ck.check("blocking write with SO_SNDTIMEO is partial or EAGAIN", True, True)
     ck.check("it waited for the timeout", time.monotonic() - t0 > 0.25, True)
+    # Room also comes while the peer's window takes what is in flight, which
+    # on a slow machine lasts longer than the waits above. Wait until it is
+    # full: a non-blocking write finds no room and SIOCOUTQ holds still for
+    # half a second.
+    s.setblocking(False)
+    deadline, last, still = time.monotonic() + 6, -1, 0
+    while still < 5 and time.monotonic() < deadline:
+        try:
+            s.send(big)
+            still = 0
+        except BlockingIOError:
+            pass
+        q = struct.unpack("i", fcntl.ioctl(s.fileno(), SIOCOUTQ, b"\0" * 4))[0]
+        still = still + 1 if q == last else 0
+        last = q
+        time.sleep(0.1)
+    ck.check("the peer's window fills", still >= 5, True)
     # A writer that found no room is woken once the reader makes some, and
     # not before: edge-triggered EPOLLOUT.
     ep = select.epoll()
