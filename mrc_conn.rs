@@ -902,15 +902,20 @@ struct AckFrom {
     /// How long the peer held it after the latest packet it acknowledges arrived
     /// ([`Sack::delay_ns`]).
     delay_ns: u64,
+    /// When the packet carrying it arrived (see [`Conn::handle_packet_at`]): the end of the
+    /// round trips it times.
+    at_ns: u64,
 }
 
 impl AckFrom {
-    /// An acknowledgement without an ECN echo or a delay, as DATA and FIN carry.
-    fn plain(path: Option<PathIdx>) -> Self {
+    /// An acknowledgement without an ECN echo or a delay, as DATA and FIN carry, in a packet
+    /// that arrived at `at_ns`.
+    fn plain(path: Option<PathIdx>, at_ns: u64) -> Self {
         AckFrom {
             path,
             ece: false,
             delay_ns: 0,
+            at_ns,
         }
     }
 }
@@ -3039,6 +3044,27 @@ impl Conn {
     /// controller then backs off by the marked fraction. Marks on other packet types carry
     /// no information about data and are ignored.
     pub fn handle_packet_ecn(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
+        self.handle_packet_at(now_ns, now_ns, pkt, ce)
+    }
+
+    /// [`Conn::handle_packet_ecn`] for a packet that arrived at `arrived_ns` and is handled
+    /// only now, at `now_ns`: it waited behind the packets that arrived with it, or for the
+    /// task that held the connection.
+    ///
+    /// The round trips the packet ends (an acknowledgement of DATA, a probe's answer) are
+    /// timed to its arrival, and the time this end holds an acknowledgement it owes (the
+    /// delay it reports, [`Sack::delay_ns`]) from it. So a wait in this host, behind its own
+    /// work, is not taken for a queue in the network: a delay-based congestion controller
+    /// would shrink the paths' windows for it, and no smaller window makes it shorter. Times
+    /// after `now_ns` are taken for `now_ns`.
+    pub fn handle_packet_at(
+        &mut self,
+        now_ns: u64,
+        arrived_ns: u64,
+        pkt: &Packet<'_>,
+        ce: bool,
+    ) -> Input {
+        let at_ns = arrived_ns.min(now_ns);
         let h = &pkt.header;
         self.last_now = self.last_now.max(now_ns);
         self.note_progress(now_ns);
@@ -3081,7 +3107,7 @@ impl Conn {
                         return Input::Dropped(DropReason::Invalid);
                     }
                     self.establish(now_ns);
-                    self.input_synchronized(now_ns, pkt, ce)
+                    self.input_synchronized(now_ns, at_ns, pkt, ce)
                 }
                 _ => Input::Dropped(DropReason::BadState),
             },
@@ -3089,7 +3115,7 @@ impl Conn {
             | State::FinWait
             | State::CloseWait
             | State::Closing
-            | State::TimeWait => self.input_synchronized(now_ns, pkt, ce),
+            | State::TimeWait => self.input_synchronized(now_ns, at_ns, pkt, ce),
         }
     }
 
@@ -3233,7 +3259,7 @@ impl Conn {
         self.ack_now = true;
     }
 
-    fn input_synchronized(&mut self, now_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
+    fn input_synchronized(&mut self, now_ns: u64, at_ns: u64, pkt: &Packet<'_>, ce: bool) -> Input {
         let h = &pkt.header;
         // The path the packet arrived on, if the connection has it; nothing below adds or
         // removes paths.
@@ -3268,6 +3294,7 @@ impl Conn {
                     path: arrived,
                     ece: h.flags.ece(),
                     delay_ns: u64::from(sack.delay_ns),
+                    at_ns,
                 };
                 if self.process_ack(now_ns, h.ack, Some(&sack), from) {
                     Input::Consumed
@@ -3275,8 +3302,10 @@ impl Conn {
                     Input::Dropped(DropReason::Invalid)
                 }
             }
-            Body::Data(payload) => self.input_data(now_ns, h, payload.len(), false, ce, arrived),
-            Body::Fin => self.input_data(now_ns, h, 0, true, false, arrived),
+            Body::Data(payload) => {
+                self.input_data(now_ns, at_ns, h, payload.len(), false, ce, arrived)
+            }
+            Body::Fin => self.input_data(now_ns, at_ns, h, 0, true, false, arrived),
             Body::Probe(probe) => {
                 if self.probe_replies_len < PROBE_REPLY_QUEUE {
                     if let Some(slot) = self.probe_replies.get_mut(self.probe_replies_len) {
@@ -3293,7 +3322,7 @@ impl Conn {
                     return Input::Dropped(DropReason::BadProbe);
                 };
                 let unvalidated = self.paths.get(idx).is_some_and(|p| !p.is_validated());
-                match self.paths.on_probe_answer(idx, now_ns, probe.nonce) {
+                match self.paths.on_probe_answer(idx, at_ns, probe.nonce) {
                     Ok(_) => {
                         if unvalidated {
                             self.on_path_validated(now_ns, idx);
@@ -3334,7 +3363,7 @@ impl Conn {
                 self.clear_hedge(now_ns, seq, false);
                 let path = usize::from(slot.path);
                 let ece = from.ece && from.path == Some(path);
-                let sample = now_ns.saturating_sub(slot.sent_ns);
+                let sample = from.at_ns.saturating_sub(slot.sent_ns);
                 let rtt = (slot.tx_count == 1).then_some(sample);
                 let len = wire_len(slot.len);
                 self.paths
@@ -3539,7 +3568,7 @@ impl Conn {
             let (path, hedge) = (usize::from(e.path & !HEDGE_MARK), e.path & HEDGE_MARK != 0);
             if hedge {
                 self.stats.spurious_hedges = self.stats.spurious_hedges.saturating_add(1);
-                let rtt = now_ns.saturating_sub(e.sent_ns);
+                let rtt = from.at_ns.saturating_sub(e.sent_ns);
                 self.paths
                     .on_ack_by_way_of(path, from.path, now_ns, 0, Some(rtt), 0, false);
                 self.widen(now_ns, path, true);
@@ -3746,9 +3775,11 @@ impl Conn {
     /// latest ack, which the peer may have sent nowhere else. A packet within the window
     /// whose ack is invalid (see [`Conn::process_ack`]) is dropped unstored and answered with
     /// a challenge ACK.
+    #[allow(clippy::too_many_arguments)]
     fn input_data(
         &mut self,
         now_ns: u64,
+        at_ns: u64,
         h: &Header,
         len: usize,
         fin: bool,
@@ -3756,7 +3787,7 @@ impl Conn {
         arrived: Option<PathIdx>,
     ) -> Input {
         let seq = h.seq;
-        self.arrived_ns = now_ns;
+        self.arrived_ns = at_ns;
         // The ACK goes back by the latest path, except that an ECN echo stays on the path of
         // the marked packet it reports.
         if ce || !self.ece_pending {
@@ -3771,7 +3802,7 @@ impl Conn {
         };
         let ack_ok = !ack_counts
             || self.state == State::TimeWait
-            || self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived));
+            || self.process_ack(now_ns, h.ack, None, AckFrom::plain(arrived, at_ns));
         match check {
             RcvSeq::AfterFin => {
                 self.ack_now = true;

@@ -90,6 +90,14 @@ long mrc_rmem_total_read(void) { return atomic_long_read(&mrc_rmem_total); }
 int mrc_sk_rmem_alloc(const struct sock *sk) { return atomic_read(&sk->sk_rmem_alloc); }
 int mrc_sock_rcvbuf(const struct sock *sk) { return READ_ONCE(sk->sk_rcvbuf); }
 int mrc_sock_sndbuf(const struct sock *sk) { return READ_ONCE(sk->sk_sndbuf); }
+
+/*
+ * Whether @sk writes through the page fragment of the task that sends
+ * (sk_page_frag()): that one is the task's own, and a copy into it needs
+ * no lock of the socket's. A socket that does not, a kernel user's, writes
+ * through its own (sk->sk_frag), which its lock guards.
+ */
+bool mrc_sock_task_frag(const struct sock *sk) { return READ_ONCE(sk->sk_use_task_frag); }
 u32 mrc_skb_truesize(const struct sk_buff *skb) { return skb->truesize; }
 
 /*

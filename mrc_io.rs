@@ -25,7 +25,9 @@ use kernel::prelude::*;
 
 use crate::mrc_conn::window_cost;
 use crate::mrc_sock::{self, consumed, marks};
-use crate::mrc_sys::{err, ioctl_cmd, msg_flags, Msg, SkBuff, Sock, SockGuard, MRC_MAX_MSG};
+use crate::mrc_sys::{
+    err, ioctl_cmd, msg_flags, Msg, MsgBuf, SkBuff, SkbList, Sock, SockGuard, MRC_MAX_MSG,
+};
 
 /// `sendmsg()`.
 pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
@@ -33,28 +35,36 @@ pub(crate) fn sendmsg(sk: &Sock, msg: &mut Msg, len: usize) -> Result<i32> {
     if flags & msg_flags::OOB != 0 {
         return Err(err::not_supported());
     }
-    let guard = sk.lock();
-    mrc_sock::send_ready(sk, flags)?;
     if sk.is_stream() {
-        send_stream(sk, &guard, msg, len, flags)
-    } else {
-        send_message(sk, &guard, msg, len, flags)
+        let guard = sk.lock();
+        mrc_sock::send_ready(sk, flags)?;
+        return send_stream(sk, &guard, msg, len, flags);
     }
-}
-
-/// `SOCK_SEQPACKET` send: `len` bytes as one message.
-fn send_message(
-    sk: &Sock,
-    guard: &SockGuard<'_>,
-    msg: &mut Msg,
-    len: usize,
-    flags: i32,
-) -> Result<i32> {
+    // A message's bytes are copied in before the socket is taken, where
+    // nothing needs its lock: meanwhile softirq takes the acknowledgements
+    // that arrive, and sends what they let go, at once, rather than leaving
+    // them in the backlog for this task to take as it releases the socket.
+    // TCP copies under its lock because it appends to its queue's buffers.
+    let early = (!sk.copies_unlocked()).then(|| sk.lock());
+    mrc_sock::send_ready(sk, flags)?;
     let len32 = u32::try_from(len)
         .ok()
         .filter(|l| *l <= MRC_MAX_MSG)
         .ok_or_else(err::message_too_long)?;
-    let mut buf = Some(msg.copy_in(sk, len)?);
+    let buf = msg.copy_in(sk, len)?;
+    let guard = early.unwrap_or_else(|| sk.lock());
+    send_message(sk, &guard, buf, len32, flags)
+}
+
+/// `SOCK_SEQPACKET` send: `buf`, `len` bytes, as one message.
+fn send_message(
+    sk: &Sock,
+    guard: &SockGuard<'_>,
+    buf: MsgBuf,
+    len32: u32,
+    flags: i32,
+) -> Result<i32> {
+    let mut buf = Some(buf);
     let mut timeo = sk.sndtimeo(flags & msg_flags::DONTWAIT != 0);
     let mut result: Result<i32> = Err(EAGAIN);
     let waited = guard.wait(&mut timeo, || {
@@ -146,7 +156,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
     if sk.is_stream() {
         recv_stream(sk, &mut guard, msg, len, flags)
     } else {
-        recv_message(sk, &mut guard, msg, len, flags)
+        recv_message(sk, guard, msg, len, flags)
     }
 }
 
@@ -155,7 +165,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
 /// message's real length is returned).
 fn recv_message(
     sk: &Sock,
-    guard: &mut SockGuard<'_>,
+    mut guard: SockGuard<'_>,
     msg: &mut Msg,
     len: usize,
     flags: i32,
@@ -184,20 +194,25 @@ fn recv_message(
             !last
         });
     } else {
+        // The message is taken whole under the socket's lock, which keeps
+        // readers from sharing one, and copied out after it is released:
+        // meanwhile softirq takes the packets that arrive, and answers
+        // them, at once, rather than leaving them in the backlog until the
+        // copy ends. A run of the connection delivers a message whole
+        // (`queue_all`), so the queue holds its last packet with its first.
+        let mut taken = SkbList::new();
         while let Some(skb) = guard.queue_dequeue() {
             let last = marks(&skb, &mut first, &mut msg_len);
             cost += window_cost(skb.len());
-            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
-            skb.consume();
+            taken.push(skb);
             if last {
                 break;
             }
-            // Packets that arrived meanwhile are taken between the packets
-            // of a long message, so that their acknowledgements do not wait
-            // for the whole copy.
-            if sk.has_deferred() {
-                mrc_sock::take_backlog(sk);
-            }
+        }
+        drop(guard);
+        while let Some(skb) = taken.pop() {
+            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
+            skb.consume();
         }
         consumed(sk, msg_len, cost, 0);
     }

@@ -53,9 +53,10 @@
 //!   acknowledgement that several of its packets ask for goes out once;
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
 //! - **Locks.** Softirq never spins on a connection that a task holds
-//!   (`lock_sock`: a reader copying a message out, a writer copying one
-//!   in), nor on one that the other CPU's softirq, or a task, is running
-//!   (`mrc_sock::run`): a connection's paths are separate flows, which
+//!   (`lock_sock`: a writer queueing a message, a reader taking one, a
+//!   stream's reader or writer copying), nor on one that the other CPU's
+//!   softirq, or a task, is running (`mrc_sock::run`): a connection's
+//!   paths are separate flows, which
 //!   packet steering spreads over the CPUs, so both CPUs' softirq take
 //!   packets of one connection. Softirq puts the run of datagrams in the
 //!   socket's backlog instead, as TCP does for a task that holds its
@@ -74,7 +75,16 @@
 //!   them before it ends, the messages before anything else is asked of
 //!   the connection, and in the order written. A run that starts takes the
 //!   messages handed first. So no message overtakes another, nor a FIN a
-//!   message.
+//!   message. A message's bytes are copied in before its writer takes the
+//!   socket, and out after its reader took the message and released the
+//!   socket (`mrc_io`): neither copy holds softirq's packets back.
+//! - **Timing.** A packet that waited (in the backlog, or behind the
+//!   packets that arrived with it) is timed from its arrival at the tunnel
+//!   socket (`take_datagram`, `Conn::handle_packet_at`): the round trips
+//!   it ends, and the delay its acknowledgement reports, leave out this
+//!   host's wait, which the delay controller would otherwise read as a
+//!   queue in the network, and answer with smaller windows that do not
+//!   shorten it.
 //! - **Memory.** Every packet a connection keeps is charged at its
 //!   `truesize` to the MRC socket's receive buffer and to the module-wide
 //!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);
@@ -603,12 +613,28 @@ pub(crate) const CB_LEN: usize = 0;
 pub(crate) const CB_FLAGS: usize = 4;
 /// Where [`check_data`] marks a DATA packet it checked (one byte).
 const CB_CHECKED: usize = 8;
+/// Where [`take_datagram`] notes when the datagram arrived (eight bytes).
+const CB_ARRIVED: usize = 16;
 
-/// Takes a received datagram from the layers below: its control buffer is
-/// MRC's from here, cleared, so that nothing they left in it passes for a
-/// mark of [`check_data`]'s.
-pub(crate) fn take_datagram(skb: &mut SkBuff) {
-    skb.cb_mut().fill(0);
+/// Takes a received datagram from the layers below, which arrived at
+/// `now_ns`: its control buffer is MRC's from here, cleared, so that
+/// nothing they left in it passes for a mark of [`check_data`]'s, and it
+/// notes the time of arrival for [`arrived_ns`].
+pub(crate) fn take_datagram(skb: &mut SkBuff, now_ns: u64) {
+    let cb = skb.cb_mut();
+    cb.fill(0);
+    if let Some(at) = cb.get_mut(CB_ARRIVED..CB_ARRIVED + 8) {
+        at.copy_from_slice(&now_ns.to_ne_bytes());
+    }
+}
+
+/// When a datagram taken by [`take_datagram`] arrived: the connection
+/// times round trips to it, not to when it got to the datagram, which may
+/// be later by the datagrams before it or by a wait in the socket's
+/// backlog (`Conn::handle_packet_at`).
+pub(crate) fn arrived_ns(skb: &SkBuff) -> Option<u64> {
+    let at = skb.cb().get(CB_ARRIVED..CB_ARRIVED + 8)?;
+    Some(u64::from_ne_bytes(at.try_into().ok()?))
 }
 
 /// Checks a received DATA packet's header, in softirq where it arrived,

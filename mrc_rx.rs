@@ -32,9 +32,10 @@ impl EncapHandler for MrcNet {
         self.count_unsplit(unsplit);
         let mut datagrams = 0u32;
         let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
+        let now = mrc_sys::now_ns();
         while let Some(mut skb) = batch.pop() {
             datagrams += 1;
-            take_datagram(&mut skb);
+            take_datagram(&mut skb, now);
             let len = skb.len();
             self.count_rx_datagram(len);
             // Only the headers are made linear first. A DATA packet's

@@ -73,6 +73,7 @@ long mrc_rmem_total_read(void);
 int mrc_sk_rmem_alloc(const struct sock *sk);
 int mrc_sock_rcvbuf(const struct sock *sk);
 int mrc_sock_sndbuf(const struct sock *sk);
+bool mrc_sock_task_frag(const struct sock *sk);
 u32 mrc_skb_truesize(const struct sk_buff *skb);
 bool mrc_skb_charge_rx(struct sk_buff *skb, struct sock *sk);
 void mrc_sock_inherit(struct sock *sk, const struct sock *parent);

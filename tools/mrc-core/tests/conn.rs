@@ -1142,6 +1142,67 @@ fn ack_delay_is_reported_and_taken_off_rtt_samples() {
     assert_eq!(client.paths().get(0).unwrap().min_rtt_ns(), Some(min));
 }
 
+/// A packet handled later than it arrived (it waited behind others, or in the backlog of a
+/// socket a task held) is timed from its arrival: the wait is in this host, not on the path,
+/// and would otherwise read as a queue there. At the receiver the wait counts in the delay
+/// its ACK reports; at the sender it counts in no RTT sample.
+#[test]
+fn packets_are_timed_from_their_arrival_not_from_when_they_are_handled() {
+    let delack = ConnConfig::default().delack_ns;
+    let feed_at = |c: &mut Conn, now: u64, at: u64, bytes: &[u8]| {
+        let pkt = decode(bytes).unwrap();
+        c.handle_packet_at(now, at, &pkt, false)
+    };
+    let srtt = |c: &Conn| c.paths().get(0).unwrap().srtt_ns().unwrap();
+    let (mut client, mut server) = established();
+    let mut now = MS;
+    for _ in 0..40 {
+        // A message sent at `now` arrives 100 us later and is handled 300 us after that.
+        client.send_message(100).unwrap();
+        let data = drain(&mut client, now);
+        assert_eq!(data.len(), 1);
+        let arrived = now + 100 * US;
+        assert_eq!(
+            feed_at(&mut server, arrived + 300 * US, arrived, &data[0]),
+            Input::Store {
+                seq: header(&data[0]).seq
+            }
+        );
+        let t = server.next_timeout(arrived + 300 * US).unwrap();
+        server.on_timeout(t);
+        let acks = drain(&mut server, t);
+        assert_eq!(acks.len(), 1);
+        let Body::Ack(sack) = decode(&acks[0]).unwrap().body else {
+            panic!("not an ACK")
+        };
+        // Held from the data's arrival.
+        assert_eq!(u64::from(sack.delay_ns), t - arrived);
+        assert!(t - arrived >= delack);
+        // The ACK arrives 100 us after it left and is handled 500 us after that.
+        let back = t + 100 * US;
+        assert_eq!(
+            feed_at(&mut client, back + 500 * US, back, &acks[0]),
+            Input::Consumed
+        );
+        now += 5 * MS;
+    }
+    // 200 us of wire; neither host's wait.
+    assert!(
+        srtt(&client).abs_diff(200 * US) < 10 * US,
+        "srtt {}",
+        srtt(&client)
+    );
+    // An arrival after `now` is taken for `now`.
+    client.send_message(100).unwrap();
+    let data = drain(&mut client, now);
+    assert_eq!(
+        feed_at(&mut server, now + 100 * US, now + 50 * MS, &data[0]),
+        Input::Store {
+            seq: header(&data[0]).seq
+        }
+    );
+}
+
 /// A reply sent before the delayed ACK is due carries the acknowledgement of the request,
 /// and no ACK packet goes out on its own.
 #[test]
