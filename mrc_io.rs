@@ -26,7 +26,7 @@ use kernel::prelude::*;
 use crate::mrc_conn::window_cost;
 use crate::mrc_sock::{self, consumed, marks};
 use crate::mrc_sys::{
-    err, ioctl_cmd, msg_flags, Msg, MsgBuf, SkBuff, SkbList, Sock, SockGuard, MRC_MAX_MSG,
+    err, ioctl_cmd, msg_flags, Msg, MsgBuf, SkBuff, Sock, SockGuard, MRC_MAX_MSG,
 };
 
 /// `sendmsg()`.
@@ -156,7 +156,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
     if sk.is_stream() {
         recv_stream(sk, &mut guard, msg, len, flags)
     } else {
-        recv_message(sk, guard, msg, len, flags)
+        recv_message(sk, &mut guard, msg, len, flags)
     }
 }
 
@@ -165,7 +165,7 @@ pub(crate) fn recvmsg(sk: &Sock, msg: &mut Msg, len: usize, flags: i32) -> Resul
 /// message's real length is returned).
 fn recv_message(
     sk: &Sock,
-    mut guard: SockGuard<'_>,
+    guard: &mut SockGuard<'_>,
     msg: &mut Msg,
     len: usize,
     flags: i32,
@@ -194,25 +194,20 @@ fn recv_message(
             !last
         });
     } else {
-        // The message is taken whole under the socket's lock, which keeps
-        // readers from sharing one, and copied out after it is released:
-        // meanwhile softirq takes the packets that arrive, and answers
-        // them, at once, rather than leaving them in the backlog until the
-        // copy ends. A run of the connection delivers a message whole
-        // (`queue_all`), so the queue holds its last packet with its first.
-        let mut taken = SkbList::new();
         while let Some(skb) = guard.queue_dequeue() {
             let last = marks(&skb, &mut first, &mut msg_len);
             cost += window_cost(skb.len());
-            taken.push(skb);
+            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
+            skb.consume();
             if last {
                 break;
             }
-        }
-        drop(guard);
-        while let Some(skb) = taken.pop() {
-            res = res.and_then(|()| copy_part(msg, &skb, want, &mut copied));
-            skb.consume();
+            // Packets that arrived meanwhile are taken between the packets
+            // of a long message, so that their acknowledgements do not wait
+            // for the whole copy.
+            if sk.has_deferred() {
+                mrc_sock::take_backlog(sk);
+            }
         }
         consumed(sk, msg_len, cost, 0);
     }

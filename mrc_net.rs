@@ -53,10 +53,9 @@
 //!   acknowledgement that several of its packets ask for goes out once;
 //!   when one is due is the connection's ACK policy (`mrc_conn`).
 //! - **Locks.** Softirq never spins on a connection that a task holds
-//!   (`lock_sock`: a writer queueing a message, a reader taking one, a
-//!   stream's reader or writer copying), nor on one that the other CPU's
-//!   softirq, or a task, is running (`mrc_sock::run`): a connection's
-//!   paths are separate flows, which
+//!   (`lock_sock`: a writer queueing a message, a reader copying one out),
+//!   nor on one that the other CPU's softirq, or a task, is running
+//!   (`mrc_sock::run`): a connection's paths are separate flows, which
 //!   packet steering spreads over the CPUs, so both CPUs' softirq take
 //!   packets of one connection. Softirq puts the run of datagrams in the
 //!   socket's backlog instead, as TCP does for a task that holds its
@@ -76,8 +75,9 @@
 //!   the connection, and in the order written. A run that starts takes the
 //!   messages handed first. So no message overtakes another, nor a FIN a
 //!   message. A message's bytes are copied in before its writer takes the
-//!   socket, and out after its reader took the message and released the
-//!   socket (`mrc_io`): neither copy holds softirq's packets back.
+//!   socket (`mrc_io`), so that acknowledgements that arrive meanwhile are
+//!   taken at once; a reader copies a message out holding the socket, and
+//!   takes what waits in the backlog between its packets.
 //! - **Timing.** A packet that waited (in the backlog, or behind the
 //!   packets that arrived with it) is timed from its arrival at the tunnel
 //!   socket (`take_datagram`, `Conn::handle_packet_at`): the round trips

@@ -1122,6 +1122,14 @@ pub(crate) fn owner_backlog(sk: &Sock, r: Run<'_>, deferred: Deferred) {
     run(sk, r, deferred, |_, _| ());
 }
 
+/// The owner takes what softirq deferred, before it releases the socket,
+/// unless a run under way takes it.
+pub(crate) fn take_backlog(sk: &Sock) {
+    if let Some((r, d)) = sk.start_run_unless_running() {
+        run(sk, r, d, |_, _| ());
+    }
+}
+
 /// Most turns of one [`run`]: the first, and those for what softirq or the
 /// timer left while it went on. What is left after them waits for the next
 /// run, which the timer starts shortly if nothing else does.

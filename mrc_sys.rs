@@ -1838,6 +1838,9 @@ struct SockWith {
     /// Guarded by the socket's spinlock (`sk_lock.slock`); see
     /// [`Sock::backlog_unless_free`].
     deferred: UnsafeCell<Deferred>,
+    /// Whether `deferred` holds anything: written under `slock`, read
+    /// without it as a hint ([`Sock::has_deferred`]).
+    pending: AtomicBool,
     /// How many [`Run`]s of the connection are under way. Guarded by
     /// `slock`.
     runs: UnsafeCell<u32>,
@@ -2153,6 +2156,9 @@ impl Sock {
                 }
             }
         }
+        if queued > 0 {
+            self.pending().store(true, Ordering::Relaxed);
+        }
         drop(slock);
         // `freed` goes here, with the lock dropped.
         Backlog::Queued { queued, dropped }
@@ -2166,6 +2172,7 @@ impl Sock {
         let mut slock = Slock::new(self);
         if slock.owned() || *slock.runs() > 0 {
             slock.deferred().timer = true;
+            self.pending().store(true, Ordering::Relaxed);
             return None;
         }
         let (run, mut d) = slock.start_run();
@@ -2178,6 +2185,16 @@ impl Sock {
     /// for its release to act on packets before it sends more).
     pub(crate) fn start_run(&self) -> (Run<'_>, Deferred) {
         Slock::new(self).start_run()
+    }
+
+    /// As [`Sock::start_run`], unless a run is under way, which takes what
+    /// softirq left before it ends.
+    pub(crate) fn start_run_unless_running(&self) -> Option<(Run<'_>, Deferred)> {
+        let mut slock = Slock::new(self);
+        if *slock.runs() > 0 {
+            return None;
+        }
+        Some(slock.start_run())
     }
 
     /// Called by `run` with the connection's lock held, after it drove
@@ -2281,6 +2298,13 @@ impl Sock {
         Slock::new(self).take_handed()
     }
 
+    /// Whether softirq left anything for the owner ([`Sock::start_run`]):
+    /// a hint, read without the lock, for an owner busy for a while (copying
+    /// a long message) that acts on its packets meanwhile.
+    pub(crate) fn has_deferred(&self) -> bool {
+        self.pending().load(Ordering::Relaxed)
+    }
+
     /// What softirq left for the owner.
     ///
     /// # Safety
@@ -2294,12 +2318,13 @@ impl Sock {
         unsafe { &mut *(*self.with()).deferred.get() }
     }
 
-    /// Takes what softirq left for the owner.
+    /// Takes what softirq left for the owner, and clears the hint.
     ///
     /// # Safety
     ///
     /// As for [`Sock::deferred_locked`].
     unsafe fn take_deferred_locked(&self) -> Deferred {
+        self.pending().store(false, Ordering::Relaxed);
         // SAFETY: the caller's contract.
         core::mem::take(unsafe { self.deferred_locked() })
     }
@@ -2331,6 +2356,11 @@ impl Sock {
     fn handed_hint(&self) -> &AtomicBool {
         // SAFETY: initialised by `init_sock` (type invariant); an atomic.
         unsafe { &(*self.with()).handed }
+    }
+
+    fn pending(&self) -> &AtomicBool {
+        // SAFETY: initialised by `init_sock` (type invariant); an atomic.
+        unsafe { &(*self.with()).pending }
     }
 
     /// Takes the socket lock of process context (`lock_sock`). Process
@@ -2625,6 +2655,7 @@ unsafe fn init_sock(sk: *mut bindings::sock) {
         (*sk).sk_rcvbuf = SOCK_BUF_DEFAULT as c_int;
         (*sk).sk_sndbuf = SOCK_BUF_DEFAULT as c_int;
         ptr::addr_of_mut!((*this).deferred).write(UnsafeCell::new(Deferred::default()));
+        ptr::addr_of_mut!((*this).pending).write(AtomicBool::new(false));
         ptr::addr_of_mut!((*this).runs).write(UnsafeCell::new(0));
         ptr::addr_of_mut!((*this).handoff).write(UnsafeCell::new(Handoff::default()));
         ptr::addr_of_mut!((*this).handed).write(AtomicBool::new(false));
