@@ -98,6 +98,7 @@ int mrc_sock_sndbuf(const struct sock *sk) { return READ_ONCE(sk->sk_sndbuf); }
  * through its own (sk->sk_frag), which its lock guards.
  */
 bool mrc_sock_task_frag(const struct sock *sk) { return READ_ONCE(sk->sk_use_task_frag); }
+
 u32 mrc_skb_truesize(const struct sk_buff *skb) { return skb->truesize; }
 
 /*

@@ -61,7 +61,7 @@ fn send_message(
     sk: &Sock,
     guard: &SockGuard<'_>,
     buf: MsgBuf,
-    len32: u32,
+    len: u32,
     flags: i32,
 ) -> Result<i32> {
     let mut buf = Some(buf);
@@ -71,11 +71,11 @@ fn send_message(
         if result != Err(EAGAIN) {
             return true;
         }
-        result = mrc_sock::queue_message(sk, &mut buf, len32);
+        result = mrc_sock::queue_message(sk, &mut buf, len);
         if result == Err(EAGAIN) {
             // Only a writer that found no room is woken when there is.
             sk.set_nospace();
-            result = mrc_sock::queue_message(sk, &mut buf, len32);
+            result = mrc_sock::queue_message(sk, &mut buf, len);
         }
         result != Err(EAGAIN)
     });

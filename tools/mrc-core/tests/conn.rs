@@ -1192,15 +1192,25 @@ fn packets_are_timed_from_their_arrival_not_from_when_they_are_handled() {
         "srtt {}",
         srtt(&client)
     );
-    // An arrival after `now` is taken for `now`.
+    // An arrival after `now` is taken for `now`: the ACK's delay runs from when the data
+    // was handled, not from 50 ms on (which would report none).
     client.send_message(100).unwrap();
     let data = drain(&mut client, now);
+    let handled = now + 100 * US;
     assert_eq!(
-        feed_at(&mut server, now + 100 * US, now + 50 * MS, &data[0]),
+        feed_at(&mut server, handled, now + 50 * MS, &data[0]),
         Input::Store {
             seq: header(&data[0]).seq
         }
     );
+    let t = server.next_timeout(handled).unwrap();
+    server.on_timeout(t);
+    let acks = drain(&mut server, t);
+    assert_eq!(acks.len(), 1);
+    let Body::Ack(sack) = decode(&acks[0]).unwrap().body else {
+        panic!("not an ACK")
+    };
+    assert_eq!(u64::from(sack.delay_ns), t - handled);
 }
 
 /// A reply sent before the delayed ACK is due carries the acknowledgement of the request,
