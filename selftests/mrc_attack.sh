@@ -40,12 +40,15 @@ NOBODY=(setpriv --reuid=65534 --regid=65534 --clear-groups)
 ip netns exec "$b" "$PERF" server --addr 10.77.0.2 --port 9000 --conns 1 --timeout 240 \
 	--msg-size 4096 --json >"$tmp/srv.json" 2>"$tmp/srv.err" &
 spid=$!
-# Long enough for every attack below, with room to spare (the debug VM
-# takes seconds to start each program, more on a busy host); that each
-# found the connection there is checked.
-ip netns exec "$a" "$PERF" client --addr 10.77.0.2 --port 9000 --duration 90 \
-	--msg-size 4096 --retry-ms 20000 --timeout 240 --json >"$tmp/cli.json" 2>"$tmp/cli.err" &
+# It runs until the attacks below are over (the debug VM takes seconds to
+# start each program, and a slow host minutes for all of them), then
+# stops at $tmp/stop; that each attack found the connection there is
+# checked.
+ip netns exec "$a" "$PERF" client --addr 10.77.0.2 --port 9000 --duration 600 \
+	--stop-file "$tmp/stop" --msg-size 4096 --retry-ms 20000 --timeout 240 \
+	--json >"$tmp/cli.json" 2>"$tmp/cli.err" &
 cpid=$!
+t_start=$EPOCHREALTIME
 
 conn_json() { # NS [USER...]: the namespace's connections as JSON, one per line
 	local ns=$1
@@ -139,6 +142,8 @@ mrc_check "SYN reusing a live session id: no second connection" "$conns0" "$(mrc
 mrc_check "the connection is still established after the attacks" 1 \
 	"$(conn_json "$b" | grep -c '"state": *"established"')"
 
+echo "# the attacks took $(mrc_ms_since "$t_start") ms from the transfer's start"
+touch "$tmp/stop"
 wait $cpid
 crc=$?
 wait $spid
