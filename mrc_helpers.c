@@ -370,6 +370,19 @@ void mrc_sk_set_nospace(struct sock *sk)
 void mrc_sk_state_change(struct sock *sk) { sk->sk_state_change(sk); }
 void mrc_send_sigpipe(void) { send_sig(SIGPIPE, current, 0); }
 u64 mrc_ktime_get_ns(void) { return ktime_get_ns(); }
+u64 mrc_ktime_get_real_ns(void) { return ktime_get_real_ns(); }
+
+/*
+ * When @skb entered the receive stack, in CLOCK_REALTIME nanoseconds; 0 if
+ * it was not stamped then, or carries a delivery time of another clock
+ * (a sender's EDT) instead.
+ */
+u64 mrc_skb_rx_stamp(const struct sk_buff *skb)
+{
+	if (skb->tstamp_type != SKB_CLOCK_REALTIME)
+		return 0;
+	return ktime_to_ns(skb->tstamp);
+}
 void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack) { hrtimer_start_range_ns(t, ns_to_ktime(ns), slack, HRTIMER_MODE_ABS_SOFT); }
 void mrc_hrtimer_init(struct hrtimer *t) { hrtimer_init(t, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT); }
 void mrc_warn(const char *msg) { WARN(1, "mrc: %s\n", msg); }
@@ -455,10 +468,15 @@ int mrc_copy_from_user(void *dst, const void __user *src, size_t size) { return 
  * encapsulation key that udp_tunnel_encap_enable() turns on. @ready runs
  * after each packet is queued, in softirq. No encap_rcv: a socket with one
  * gets every GSO packet split first (udp_unexpected_gso()). @user_data is
- * the socket's RCU user data.
+ * the socket's RCU user data. Packets are stamped when they enter the
+ * receive stack (netif_rx() or netif_receive_skb(), net_timestamp_check()),
+ * as for a socket with SO_TIMESTAMP, so that MRC can time a round trip
+ * from there (mrc_skb_rx_stamp()); the socket's destructor turns the
+ * stamps off again.
  */
 void mrc_udp_sock_setup(struct sock *sk, void *user_data, void (*ready)(struct sock *sk))
 {
+	sock_enable_timestamps(sk);
 	inet_clear_bit(MC_LOOP, sk);
 	rcu_assign_sk_user_data(sk, user_data);
 	udp_allow_gso(sk);

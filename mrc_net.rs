@@ -78,13 +78,14 @@
 //!   socket (`mrc_io`), so that acknowledgements that arrive meanwhile are
 //!   taken at once; a reader copies a message out holding the socket, and
 //!   takes what waits in the backlog between its packets.
-//! - **Timing.** A packet that waited (in the backlog, or behind the
-//!   packets that arrived with it) is timed from its arrival at the tunnel
-//!   socket (`take_datagram`, `Conn::handle_packet_at`): the round trips
-//!   it ends, and the delay its acknowledgement reports, leave out this
-//!   host's wait, which the delay controller would otherwise read as a
-//!   queue in the network, and answer with smaller windows that do not
-//!   shorten it.
+//! - **Timing.** A packet that waited (for another CPU's softirq, in the
+//!   tunnel socket's queue, in the backlog, or behind the packets that
+//!   arrived with it) is timed from its arrival at this host: the receive
+//!   stack's stamp (`RxClock`, `take_datagram`, `Conn::handle_packet_at`;
+//!   `rx_stamped`, `rx_stack_wait_us`). The round trips it ends, and the
+//!   delay its acknowledgement reports, leave out this host's wait, which
+//!   the delay controller would otherwise read as a queue in the network,
+//!   and answer with smaller windows that do not shorten it.
 //! - **Memory.** Every packet a connection keeps is charged at its
 //!   `truesize` to the MRC socket's receive buffer and to the module-wide
 //!   `rmem_max` before the connection takes it (`mrc_limit::admit_rx`);
@@ -198,6 +199,10 @@ struct Stats {
     rx_gro: Counter,
     /// Datagrams queued for the task that owned their socket.
     rx_backlog: Counter,
+    /// Datagrams stamped by the receive stack (see [`RxClock`]), and the
+    /// microseconds they waited there in all.
+    rx_stamped: Counter,
+    rx_stack_wait_us: Counter,
     drop_decode: PerCpuCounters<{ DecodeError::COUNT }>,
     drop_no_session: Counter,
     /// Datagrams dropped for want of memory: not made linear, not split
@@ -254,6 +259,8 @@ impl Stats {
             rx_bytes: Counter::new()?,
             rx_gro: Counter::new()?,
             rx_backlog: Counter::new()?,
+            rx_stamped: Counter::new()?,
+            rx_stack_wait_us: Counter::new()?,
             drop_decode: PerCpuCounters::new()?,
             drop_no_session: Counter::new()?,
             drop_no_memory: Counter::new()?,
@@ -616,16 +623,66 @@ const CB_CHECKED: usize = 8;
 /// Where [`take_datagram`] notes when the datagram arrived (eight bytes).
 const CB_ARRIVED: usize = 16;
 
-/// Takes a received datagram from the layers below, which arrived at
-/// `now_ns`: its control buffer is MRC's from here, cleared, so that
-/// nothing they left in it passes for a mark of [`check_data`]'s, and it
-/// notes the time of arrival for [`arrived_ns`].
-pub(crate) fn take_datagram(skb: &mut SkBuff, now_ns: u64) {
+/// Longest wait in this host's receive stack that a datagram's stamp is
+/// taken for (see [`RxClock`]). A longer one is rather a step of the wall
+/// clock between the stamp and its reading (time daemons slew small
+/// offsets and step only large ones), and the stamp is not used.
+const MAX_STACK_WAIT_NS: u64 = 20_000_000;
+
+/// The time a batch of datagrams reached MRC, on the monotonic clock that
+/// MRC keeps its time in and on the wall clock of the receive stack's
+/// stamps.
+///
+/// A datagram's round trip ends when it reached this host, not when MRC
+/// got to it: the receive stack stamps it on its way in (`netif_rx()`,
+/// `netif_receive_skb()`), and the time it then waited (for the softirq
+/// of another CPU, behind other packets, in the tunnel socket's queue)
+/// is the host's, not the network's. Counted in the round trip, such
+/// waits would read as a queue in the network to a delay controller,
+/// which would shrink windows that the network had room for; the delay
+/// an ACK reports counts from there too, so neither end's wait is
+/// counted. Without a stamp a datagram arrived when the batch reached
+/// MRC.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RxClock {
+    mono_ns: u64,
+    real_ns: u64,
+}
+
+impl RxClock {
+    /// Reads both clocks.
+    pub(crate) fn now() -> Self {
+        Self {
+            mono_ns: mrc_sys::now_ns(),
+            real_ns: mrc_sys::now_real_ns(),
+        }
+    }
+
+    /// The time a datagram stamped `stamp` (wall clock) waited in the
+    /// receive stack before the batch reached MRC, if the stamp is
+    /// believable: not later than now, and not longer ago than
+    /// [`MAX_STACK_WAIT_NS`].
+    fn stack_wait(&self, stamp: Option<u64>) -> Option<u64> {
+        let wait = self.real_ns.checked_sub(stamp?)?;
+        (wait <= MAX_STACK_WAIT_NS).then_some(wait)
+    }
+}
+
+/// Takes a received datagram from the layers below, in a batch that
+/// reached MRC at `clock`: its control buffer is MRC's from here, cleared,
+/// so that nothing they left in it passes for a mark of [`check_data`]'s,
+/// and it notes the time of arrival for [`arrived_ns`] (see [`RxClock`]).
+/// Returns how long the datagram had waited in the receive stack, if it
+/// was stamped there.
+pub(crate) fn take_datagram(skb: &mut SkBuff, clock: &RxClock) -> Option<u64> {
+    let wait = clock.stack_wait(skb.rx_stamp());
+    let at = clock.mono_ns.saturating_sub(wait.unwrap_or(0));
     let cb = skb.cb_mut();
     cb.fill(0);
-    if let Some(at) = cb.get_mut(CB_ARRIVED..CB_ARRIVED + 8) {
-        at.copy_from_slice(&now_ns.to_ne_bytes());
+    if let Some(slot) = cb.get_mut(CB_ARRIVED..CB_ARRIVED + 8) {
+        slot.copy_from_slice(&at.to_ne_bytes());
     }
+    wait
 }
 
 /// When a datagram taken by [`take_datagram`] arrived: the connection
@@ -691,6 +748,14 @@ impl MrcNet {
         self.stats
             .rx_bytes
             .count(u64::from(len).saturating_sub(UDP_HLEN as u64));
+    }
+
+    /// Counts a datagram's wait in the receive stack, if it was stamped.
+    pub(crate) fn count_stack_wait(&self, wait_ns: Option<u64>) {
+        if let Some(w) = wait_ns {
+            self.stats.rx_stamped.count(1);
+            self.stats.rx_stack_wait_us.count(w / 1000);
+        }
     }
 
     /// Counts a GSO packet or GRO train received, of several datagrams.
@@ -1247,6 +1312,8 @@ impl ProcShow for MrcNet {
         writeln!(out, "rx_bytes {}", get(&s.rx_bytes))?;
         writeln!(out, "rx_gro {}", get(&s.rx_gro))?;
         writeln!(out, "rx_backlog {}", get(&s.rx_backlog))?;
+        writeln!(out, "rx_stamped {}", get(&s.rx_stamped))?;
+        writeln!(out, "rx_stack_wait_us {}", get(&s.rx_stack_wait_us))?;
         writeln!(out, "tx_packets {}", get(&s.tx_packets))?;
         writeln!(out, "tx_gso {}", get(&s.tx_gso))?;
         writeln!(out, "tx_bytes {}", get(&s.tx_bytes))?;

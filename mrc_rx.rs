@@ -16,7 +16,8 @@
 //! with a rate-limited RST.
 
 use crate::mrc_net::{
-    check_data, decode_datagram, take_datagram, MrcNet, SessionKey, RX_HEADERS_LEN, UDP_HLEN,
+    check_data, decode_datagram, take_datagram, MrcNet, RxClock, SessionKey, RX_HEADERS_LEN,
+    UDP_HLEN,
 };
 use crate::mrc_proto::{self, Body, DecodeError, Header, PacketType, SynId};
 use crate::mrc_sock::{self, SynAdmit};
@@ -32,10 +33,10 @@ impl EncapHandler for MrcNet {
         self.count_unsplit(unsplit);
         let mut datagrams = 0u32;
         let mut run: Option<(SessionKey, SockRef, SkbList)> = None;
-        let now = mrc_sys::now_ns();
+        let clock = RxClock::now();
         while let Some(mut skb) = batch.pop() {
             datagrams += 1;
-            take_datagram(&mut skb, now);
+            self.count_stack_wait(take_datagram(&mut skb, &clock));
             let len = skb.len();
             self.count_rx_datagram(len);
             // Only the headers are made linear first. A DATA packet's

@@ -616,6 +616,16 @@ impl SkBuff {
         }
     }
 
+    /// When the packet entered this host's receive stack, in wall-clock
+    /// nanoseconds ([`now_real_ns`]), if it was stamped there: the tunnel
+    /// socket asks for the stamps (`mrc_udp_sock_setup`).
+    pub(crate) fn rx_stamp(&self) -> Option<u64> {
+        // SAFETY: valid per the type invariant; the helper only reads
+        // `tstamp` and `tstamp_type`. Any context.
+        let t = unsafe { bindings::mrc_skb_rx_stamp(self.0.as_ptr()) };
+        (t != 0).then_some(t)
+    }
+
     /// Whether the packet, its data at the UDP header, came without a UDP
     /// checksum: a zero checksum field (RFC 768; IPv4 allows it), unless
     /// this host sent it with the checksum left to offload
@@ -1708,6 +1718,14 @@ impl Counter {
 pub(crate) fn now_ns() -> u64 {
     // SAFETY: callable from any context.
     unsafe { bindings::mrc_ktime_get_ns() }
+}
+
+/// Wall-clock (`CLOCK_REALTIME`) time in nanoseconds, the clock of
+/// [`SkBuff::rx_stamp`]. It may step: only for a difference with such a
+/// stamp, taken a moment apart.
+pub(crate) fn now_real_ns() -> u64 {
+    // SAFETY: callable from any context.
+    unsafe { bindings::mrc_ktime_get_real_ns() }
 }
 
 /// A random `u64` from the kernel's CRNG.

@@ -157,6 +157,8 @@ void mrc_sk_set_nospace(struct sock *sk);
 void mrc_sk_state_change(struct sock *sk);
 void mrc_send_sigpipe(void);
 u64 mrc_ktime_get_ns(void);
+u64 mrc_ktime_get_real_ns(void);
+u64 mrc_skb_rx_stamp(const struct sk_buff *skb);
 void mrc_hrtimer_start(struct hrtimer *t, u64 ns, u64 slack);
 void mrc_hrtimer_init(struct hrtimer *t);
 void mrc_warn(const char *msg);
