@@ -105,9 +105,12 @@ def serve(c):
         c.shutdown(socket.SHUT_WR)
         c.recv(1)
     elif cmd == b"stall":
-        # Reads nothing for a while, then everything: long enough for the
-        # client to see its writes stop on a slow (debug, emulated) machine.
-        time.sleep(8)
+        # Reads nothing until the client says so, by creating the file it
+        # names (at most a minute), then everything.
+        go = stall_file(recv_exact(c, STALL_TOKEN_LEN))
+        deadline = time.monotonic() + 60
+        while not os.path.exists(go) and time.monotonic() < deadline:
+            time.sleep(0.05)
         recv_all(c)
     elif cmd == b"epoll":
         for i in range(3):
@@ -139,6 +142,14 @@ def cmd_server(args):
     for t in threads:
         t.join()
     lst.close()
+
+
+STALL_TOKEN_LEN = 16
+
+
+def stall_file(token):
+    """The file whose creation ends the "stall" peer's wait."""
+    return f"/tmp/mrc-stream-stall-{token.decode()}"
 
 
 def connect(addr, port, cmd):
@@ -249,6 +260,9 @@ def cmd_client(args):
     # then EAGAIN; SIOCOUTQ counts the unacknowledged bytes; a blocking
     # write with SO_SNDTIMEO returns a partial count.
     s = connect(a, p, b"stall")
+    token = os.urandom(STALL_TOKEN_LEN // 2).hex().encode()
+    s.sendall(token)
+    go = stall_file(token)
     s.setblocking(False)
     big = bytes(64 << 20)
     first = s.send(big)
@@ -276,10 +290,10 @@ def cmd_client(args):
     # Room also comes while the peer's window takes what is in flight, which
     # on a slow machine lasts longer than the waits above. Wait until it is
     # full: a non-blocking write finds no room and SIOCOUTQ holds still for
-    # half a second.
+    # a second. The peer reads nothing until told, however long that takes.
     s.setblocking(False)
-    deadline, last, still = time.monotonic() + 6, -1, 0
-    while still < 5 and time.monotonic() < deadline:
+    deadline, last, still = time.monotonic() + 30, -1, 0
+    while still < 10 and time.monotonic() < deadline:
         try:
             s.send(big)
             still = 0
@@ -289,13 +303,16 @@ def cmd_client(args):
         still = still + 1 if q == last else 0
         last = q
         time.sleep(0.1)
-    ck.check("the peer's window fills", still >= 5, True)
+    ck.check("the peer's window fills", still >= 10, True)
     # A writer that found no room is woken once the reader makes some, and
     # not before: edge-triggered EPOLLOUT.
     ep = select.epoll()
     ep.register(s.fileno(), select.EPOLLOUT | select.EPOLLET)
     ck.check("no EPOLLOUT while the peer reads nothing", ep.poll(0.2), [])
+    with open(go, "w"):
+        pass
     ev = ep.poll(15)
+    os.unlink(go)
     ck.check("EPOLLOUT once the peer reads", len(ev) == 1 and bool(ev[0][1] & select.EPOLLOUT), True)
     ep.close()
     s.close()
