@@ -1153,6 +1153,26 @@ fn packets_are_timed_from_their_arrival_not_from_when_they_are_handled() {
         let pkt = decode(bytes).unwrap();
         c.handle_packet_at(now, at, &pkt, false)
     };
+    // `data`, arrived at `at` and handled at `now`, is stored, and its ACK goes out when the
+    // delayed-ACK timer fires: returns then, the ACK, and the delay the ACK reports.
+    let stored_then_acked = |server: &mut Conn, now: u64, at: u64, data: &[u8]| {
+        assert_eq!(
+            feed_at(server, now, at, data),
+            Input::Store {
+                seq: header(data).seq
+            }
+        );
+        let t = server.next_timeout(now).unwrap();
+        server.on_timeout(t);
+        let mut acks = drain(server, t);
+        assert_eq!(acks.len(), 1);
+        let ack = acks.remove(0);
+        let Body::Ack(sack) = decode(&ack).unwrap().body else {
+            panic!("not an ACK")
+        };
+        let delay = u64::from(sack.delay_ns);
+        (t, ack, delay)
+    };
     let srtt = |c: &Conn| c.paths().get(0).unwrap().srtt_ns().unwrap();
     let (mut client, mut server) = established();
     let mut now = MS;
@@ -1162,26 +1182,14 @@ fn packets_are_timed_from_their_arrival_not_from_when_they_are_handled() {
         let data = drain(&mut client, now);
         assert_eq!(data.len(), 1);
         let arrived = now + 100 * US;
-        assert_eq!(
-            feed_at(&mut server, arrived + 300 * US, arrived, &data[0]),
-            Input::Store {
-                seq: header(&data[0]).seq
-            }
-        );
-        let t = server.next_timeout(arrived + 300 * US).unwrap();
-        server.on_timeout(t);
-        let acks = drain(&mut server, t);
-        assert_eq!(acks.len(), 1);
-        let Body::Ack(sack) = decode(&acks[0]).unwrap().body else {
-            panic!("not an ACK")
-        };
+        let (t, ack, delay) = stored_then_acked(&mut server, arrived + 300 * US, arrived, &data[0]);
         // Held from the data's arrival.
-        assert_eq!(u64::from(sack.delay_ns), t - arrived);
+        assert_eq!(delay, t - arrived);
         assert!(t - arrived >= delack);
         // The ACK arrives 100 us after it left and is handled 500 us after that.
         let back = t + 100 * US;
         assert_eq!(
-            feed_at(&mut client, back + 500 * US, back, &acks[0]),
+            feed_at(&mut client, back + 500 * US, back, &ack),
             Input::Consumed
         );
         now += 5 * MS;
@@ -1197,20 +1205,8 @@ fn packets_are_timed_from_their_arrival_not_from_when_they_are_handled() {
     client.send_message(100).unwrap();
     let data = drain(&mut client, now);
     let handled = now + 100 * US;
-    assert_eq!(
-        feed_at(&mut server, handled, now + 50 * MS, &data[0]),
-        Input::Store {
-            seq: header(&data[0]).seq
-        }
-    );
-    let t = server.next_timeout(handled).unwrap();
-    server.on_timeout(t);
-    let acks = drain(&mut server, t);
-    assert_eq!(acks.len(), 1);
-    let Body::Ack(sack) = decode(&acks[0]).unwrap().body else {
-        panic!("not an ACK")
-    };
-    assert_eq!(u64::from(sack.delay_ns), t - handled);
+    let (t, _, delay) = stored_then_acked(&mut server, handled, now + 50 * MS, &data[0]);
+    assert_eq!(delay, t - handled);
 }
 
 /// A reply sent before the delayed ACK is due carries the acknowledgement of the request,
