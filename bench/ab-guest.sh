@@ -60,7 +60,7 @@ one() {
 		--duration "$secs" "${mode_args[@]}" --json >/tmp/ab-client.json 2>/tmp/ab-client.err ||
 		echo "# $name: client failed: $(tail -n 2 /tmp/ab-client.err)"
 	t1=$(busy_ticks)
-	wait "$spid" || echo "# $name: server failed"
+	wait "$spid" || echo "# $name: server failed: $(tail -n 2 /tmp/ab-server.json)"
 	if [ "${AB_MODE:-throughput}" = latency ]; then
 		awk -v n="$name" \
 			-v p50="$(grep -o '"p50":[0-9.]*' /tmp/ab-client.json | head -n 1 | cut -d: -f2)" \
