@@ -4446,3 +4446,72 @@ fn paths_to_the_handshake_address_need_no_validation() {
         .unwrap();
     assert!(unvalidated(&client, c));
 }
+
+/// A copy that proved needless widens the hedge wait of every path of its plane, which
+/// share its queues, and leaves the paths of other planes as they were.
+#[test]
+fn a_needless_copy_widens_the_hedge_wait_of_its_plane() {
+    let t0 = 2 * MS;
+    let (mut client, mut server, p0, p1, tx) = sending_on_two_paths(0, t0);
+    let other = PathIds {
+        path_id: PATH_ID + 2,
+        plane: 1,
+        entropy: 3,
+    };
+    server.paths_mut().add(MS, other, false).unwrap();
+    let p2 = client.paths_mut().add(MS, other, false).unwrap();
+    let mult = |c: &Conn, p, now| c.paths().extra(p).unwrap().hedge_mult(now);
+    let on = |p| {
+        tx.iter()
+            .filter(move |(t, _)| t.path == p)
+            .collect::<Vec<_>>()
+    };
+    let (on0, on1) = (on(p0), on(p1));
+    assert!(
+        !on0.is_empty() && !on1.is_empty(),
+        "{} {}",
+        on0.len(),
+        on1.len()
+    );
+    // Path 0's packets are held up; path 1's, sent after them, arrive and are acknowledged.
+    let t1 = t0 + 30 * US;
+    for (_, d) in &on1 {
+        feed(&mut server, t1, d);
+    }
+    feed_all(&mut client, t1 + 30 * US, &drain(&mut server, t1));
+    // Path 0's packets become overdue and get copies on another path.
+    let mut t = t1 + 30 * US;
+    let mut copies = Vec::new();
+    while copies.is_empty() {
+        t = client.next_timeout(t).unwrap().max(t + 1);
+        assert!(t < t0 + 10 * MS, "no copy: {:?}", client.stats());
+        client.on_timeout(t);
+        copies.extend(
+            drain_tx(&mut client, t)
+                .into_iter()
+                .filter(|(t, _)| t.data.is_some_and(|d| d.retransmit))
+                .map(|(_, d)| d),
+        );
+    }
+    assert!(client.stats().hedges > 0, "{:?}", client.stats());
+    assert_eq!(client.stats().rack_losses, 0, "copies, not losses");
+    // The copies arrive, then the originals after all: the peer reports those as
+    // duplicates, which shows the copies were needless.
+    let t2 = t + 50 * US;
+    feed_all(&mut server, t2, &copies);
+    let mut acks = drain(&mut server, t2);
+    for (_, d) in &on0 {
+        feed(&mut server, t2, d);
+        acks.extend(drain(&mut server, t2));
+    }
+    feed_all(&mut client, t2 + 30 * US, &acks);
+    let now = t2 + 30 * US;
+    assert!(client.stats().spurious_hedges > 0, "{:?}", client.stats());
+    assert_eq!(mult(&client, p0, now), 2, "the copied path's wait doubles");
+    assert_eq!(
+        mult(&client, p1, now),
+        2,
+        "so does its plane's other path's"
+    );
+    assert_eq!(mult(&client, p2, now), 1, "another plane's is unchanged");
+}
