@@ -232,6 +232,11 @@ fn sending_on_two_paths(
     (client, server, p0, p1, tx)
 }
 
+/// The packets of `tx` sent on path `p`, in order.
+fn sent_on(tx: &[(Transmit, Vec<u8>)], p: PathIdx) -> Vec<&(Transmit, Vec<u8>)> {
+    tx.iter().filter(|(t, _)| t.path == p).collect()
+}
+
 fn exchange(a: &mut Conn, b: &mut Conn, now: u64) {
     for _ in 0..1000 {
         let x = drain(a, now);
@@ -1839,12 +1844,7 @@ fn rack_declares_loss_after_reorder_window_and_retransmits() {
 fn ack_of_a_resend_by_another_path_does_not_advance_rack_there() {
     let t0 = 2 * MS;
     let (mut client, mut server, p0, p1, tx) = sending_on_two_paths(0, t0);
-    let on = |p| {
-        tx.iter()
-            .filter(move |(t, _)| t.path == p)
-            .collect::<Vec<_>>()
-    };
-    let (on0, on1) = (on(p0), on(p1));
+    let (on0, on1) = (sent_on(&tx, p0), sent_on(&tx, p1));
     assert!(
         on0.len() >= 2 && !on1.is_empty(),
         "{} {}",
@@ -4461,12 +4461,7 @@ fn a_needless_copy_widens_the_hedge_wait_of_its_plane() {
     server.paths_mut().add(MS, other, false).unwrap();
     let p2 = client.paths_mut().add(MS, other, false).unwrap();
     let mult = |c: &Conn, p, now| c.paths().extra(p).unwrap().hedge_mult(now);
-    let on = |p| {
-        tx.iter()
-            .filter(move |(t, _)| t.path == p)
-            .collect::<Vec<_>>()
-    };
-    let (on0, on1) = (on(p0), on(p1));
+    let (on0, on1) = (sent_on(&tx, p0), sent_on(&tx, p1));
     assert!(
         !on0.is_empty() && !on1.is_empty(),
         "{} {}",
