@@ -81,6 +81,8 @@ else
 fi
 SIMULT_REPS=${BENCH_SIMULT_REPS:-1}
 PROTOS=${BENCH_PROTOS:-mrc,mptcp,sctp,tcp}
+BENCH_PERF=${BENCH_PERF:-0}
+PERF_SECS=${BENCH_PERF_SECS:-$DURATION}
 SCENARIOS=${BENCH_SCENARIOS:-planes-equal,planes-equal-gro,planes-unequal,planes-loss,failover,unshaped,unshaped-gro,unshaped-9000,unshaped-9000-gro,latency,fairness,simult,path-scaling,pytorch}
 # Paths per MRC connection of the path-scaling scenario.
 SCALE_PATHS=${BENCH_SCALE_PATHS:-1,8,64,256}
@@ -534,12 +536,35 @@ RUN_EV=''
 # "training" for the runs of the pytorch scenario (run_training).
 RUN_KIND=''
 
+# profile_start DIR: perf samples every CPU for BENCH_PERF_SECS from now
+# (BENCH_PERF=1, first repetitions only: the samples cost CPU time), into
+# DIR/perf.data; sets ppid.
+profile_start() {
+	sysctl -qw kernel.kptr_restrict=0 kernel.perf_event_paranoid=-1
+	# At real-time priority and with 8 MiB per CPU for its samples: a
+	# softirq-bound run starves an ordinary perf, which then loses them.
+	chrt -f 10 perf record -q -m 2048 -e cpu-clock -F 1000 -a -g -o "$1/perf.data" -- sleep "$PERF_SECS" 2>/dev/null &
+	ppid=$!
+	echo "profiled=1" >>"$1/meta.env"
+}
+
+# profile_end DIR PROTO PID: waits for perf and prints its report on
+# stderr (bench/profile-report.sh), where the host keeps it in vm.err.
+profile_end() {
+	wait "$3" || true
+	{
+		echo "== profile of $1 ($2, $PERF_SECS s from the client's start)"
+		"$top/bench/profile-report.sh" "$1/perf.data"
+	} >&2
+	rm -f "$1/perf.data"
+}
+
 # run_perf DIR PROTO: one mrc-perf transfer from the client to the server
 # namespace in the current topology. Writes meta.env, client.json,
 # server.json and their stderr into DIR. Never fails: the outcome is data.
 run_perf() {
 	local dir=$1 proto=$2 port=$((PORT_BASE + seq_no)) spid cpid kpid='' crc=0 src=0 t0 tc_exit
-	local cpu0 cpu1
+	local cpu0 cpu1 ppid=''
 	mkdir -p "$dir"
 	{
 		printf 'transport=%s\nport=%s\nconns=%s\ninterval_ms=%s\nserver_addr=%s\n' \
@@ -575,6 +600,7 @@ run_perf() {
 		) &
 		kpid=$!
 	fi
+	[ "$REP" != 1 ] || [ "$BENCH_PERF" != 1 ] || profile_start "$dir"
 	if [ "$REP" = 1 ]; then
 		sleep "$SNAP_AT"
 		snapshot "$dir" "$proto"
@@ -588,6 +614,7 @@ run_perf() {
 	# CPU time of the whole VM from the client's launch to its exit.
 	printf 'cpu_ticks_t0=%s\ncpu_ticks_client_exit=%s\nclk_tck=%s\n' "$cpu0" "$cpu1" "$CLK_TCK" >>"$dir/meta.env"
 	counters "$dir" "$proto"
+	[ -z "$ppid" ] || profile_end "$dir" "$proto" "$ppid"
 }
 
 # run_mptcp_connect DIR MAX_TIME_MS: the selftest's own tool, as
