@@ -75,7 +75,7 @@ mrc_check "unprivileged users can read stats" 64 "$out"
 # Tunables: defaults, a change in one namespace only, range and name
 # checks with extended-ack messages, and CAP_NET_ADMIN for changes.
 pjson() { ip netns exec "$1" "$MRC_STATUS" --json param show | $MRC_PY -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(f"{k}={d[k]}" for k in ("heartbeat_ms","miss_threshold","ev_per_plane","cc","user_timeout_ms","data_per_idle_probe","syn_retry_pct")))'; }
-defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000 data_per_idle_probe=8 syn_retry_pct=50"
+defaults="heartbeat_ms=1 miss_threshold=3 ev_per_plane=4 cc=delay user_timeout_ms=30000 data_per_idle_probe=32 syn_retry_pct=50"
 mrc_check "default parameters" "$defaults" "$(pjson "$b")"
 mrc_run "param set heartbeat_ms 5" ip netns exec "$b" "$MRC_STATUS" param set heartbeat_ms 5
 mrc_run "param set cc reno" ip netns exec "$b" "$MRC_STATUS" param set cc reno

@@ -352,7 +352,17 @@ fn counters_and_inflight() {
 
 #[test]
 fn idle_heartbeat_slow_when_idle_fast_when_busy() {
-    let mut t = table(2);
+    // The busy path below sends 20 packets a millisecond: at the default 32 packets a
+    // probe that earns one every 1.6 ms, so the credit is set not to bind here (see
+    // `idle_paths_of_a_busy_connection_cost_one_probe_per_data_packets` for the credit).
+    let mut t = table_cfg(
+        2,
+        PathConfig {
+            heartbeat_idle_ns: 100 * MS,
+            data_per_idle_probe: 8,
+            ..PathConfig::default()
+        },
+    );
     // Nothing in flight anywhere: 100 ms heartbeat.
     assert_eq!(t.next_timer(0), Some(100 * MS));
     assert_eq!(t.on_tick(99 * MS), TickResult::default());
@@ -421,10 +431,11 @@ fn idle_paths_of_a_busy_connection_cost_one_probe_per_data_packets() {
         }
         t
     };
-    assert_eq!(PathConfig::default().data_per_idle_probe, 8);
-    // The table starts with credit for one probe of each path (24); the first message
-    // finds it full, the other 99 add one each: 123 / 8 = 15 probes; at 4 packets a probe,
-    // (12 + 99) / 4 = 27.
+    // The default: the table starts with credit for one probe of each path (96); the
+    // first message finds it full, the other 99 add one each: 195 / 32 = 6 probes.
+    assert_eq!(PathConfig::default().data_per_idle_probe, 32);
+    assert_eq!(sparse_messages(primed_cfg(32)), (100, 6));
+    // At 8 packets a probe, (24 + 99) / 8 = 15; at 4, (12 + 99) / 4 = 27.
     assert_eq!(sparse_messages(primed_cfg(8)), (100, 15));
     assert_eq!(sparse_messages(primed_cfg(4)), (100, 27));
     assert_eq!(sparse_messages(primed_cfg(0)), (100, 200));
