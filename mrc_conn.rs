@@ -3555,7 +3555,7 @@ impl Conn {
     /// The paths of a plane share its queues: a copy that proved needless says that the
     /// plane holds packets longer than the wait, on any of its paths. Each path learning
     /// alone learned too slowly where many connections share a deep queue: with 100
-    /// connections of 20 paths each over four 50 Mbit/s planes, 11 % of the DATA packets
+    /// connections of 17 paths each over four 50 Mbit/s planes, 11 % of the DATA packets
     /// were copies or resends, nearly all of which arrived second. The other paths take the
     /// lesson once (to twice the base), not each time: a path whose own copies proved
     /// needless waits longer still, while one that goes dark is not held to all that its
